@@ -1,3 +1,12 @@
 module github.com/sluicehq/sluice
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
+)
