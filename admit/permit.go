@@ -1,0 +1,64 @@
+package admit
+
+// A Permit is the proof that a slot (or n slots, for weighted work) is
+// held. End it with Done exactly once, on every path: success, error,
+// panic, client gone, deadline. A `defer p.Done(...)` right after a
+// successful acquisition is the usual shape.
+//
+// The zero Permit, and the Permit returned with a refusal, hold nothing:
+// their Done does nothing. Done on a permit that is already done is a
+// no-op that is counted as misuse (Stats.Misuse); it never frees a slot
+// that the permit did not take.
+//
+// A Permit must not be copied after it is returned (go vet's copylocks
+// check reports copies): two copies would each be able to release. Pass a
+// *Permit around instead. Done is not safe for concurrent use on the same
+// Permit; the goroutine that owns the work ends it.
+type Permit struct {
+	_     noCopy
+	g     *Gate
+	start int64 // nanoseconds since g.epoch; 0 when the gate does not time
+	n     int32 // slots held (weights are at most MaxCapacity)
+	kind  Kind
+	done  bool
+}
+
+// Done releases the permit's slots and records how the work ended.
+func (p *Permit) Done(o Outcome) {
+	g := p.g
+	if g == nil {
+		return
+	}
+	if p.done {
+		g.misuse.Add(1)
+		return
+	}
+	p.done = true
+	if o >= numOutcomes {
+		o = OutcomeError
+	}
+	g.release(p, o)
+}
+
+// Held reports whether the permit holds slots that Done has not released.
+func (p *Permit) Held() bool { return p.g != nil && !p.done }
+
+// Gate returns the gate the permit came from, or nil for an empty permit.
+func (p *Permit) Gate() *Gate { return p.g }
+
+// Kind returns the permit's kind label ("" for an empty permit).
+func (p *Permit) Kind() string {
+	if p.g == nil {
+		return ""
+	}
+	return p.g.kinds[p.kind]
+}
+
+// Weight returns the number of slots the permit holds (0 for an empty one).
+func (p *Permit) Weight() int64 { return int64(p.n) }
+
+// noCopy makes go vet's copylocks check report copies of a Permit.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}

@@ -1,0 +1,106 @@
+// Package admit_test compares sluice's admission gate with the usual Go
+// semaphores in one benchmark run: golang.org/x/sync/semaphore and a
+// buffered channel. It lives in the bench module so the main module does
+// not depend on the peers.
+package admit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sluicehq/sluice/admit"
+	"golang.org/x/sync/semaphore"
+)
+
+const slots = 1 << 16 // large enough that parallel benchmarks never refuse
+
+func newGate(b *testing.B, cfg admit.Config) *admit.Gate {
+	b.Helper()
+	g, err := admit.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+// Serial: one goroutine takes and returns a slot.
+
+func BenchmarkSerial(b *testing.B) {
+	b.Run("sluice/timed", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: slots})
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := g.TryAcquire(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(admit.OutcomeOK)
+		}
+	})
+	b.Run("sluice/untimed", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: slots, NoTiming: true})
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := g.TryAcquire(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(admit.OutcomeOK)
+		}
+	})
+	b.Run("sluice/acquire-queue-uncontended", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: slots, MaxWaiters: 64, NoTiming: true})
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := g.Acquire(ctx, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(admit.OutcomeOK)
+		}
+	})
+	b.Run("sluice/reject", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: 1, NoTiming: true})
+		held, _ := g.TryAcquire(0)
+		defer held.Done(admit.OutcomeOK)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := g.TryAcquire(0); err == nil {
+				b.Fatal("admitted past capacity")
+			}
+		}
+	})
+	b.Run("xsync", func(b *testing.B) {
+		s := semaphore.NewWeighted(slots)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !s.TryAcquire(1) {
+				b.Fatal("refused")
+			}
+			s.Release(1)
+		}
+	})
+	b.Run("xsync/reject", func(b *testing.B) {
+		s := semaphore.NewWeighted(1)
+		s.TryAcquire(1)
+		b.ReportAllocs()
+		for b.Loop() {
+			if s.TryAcquire(1) {
+				b.Fatal("admitted past capacity")
+			}
+		}
+	})
+	b.Run("chan", func(b *testing.B) {
+		ch := make(chan struct{}, slots)
+		b.ReportAllocs()
+		for b.Loop() {
+			select {
+			case ch <- struct{}{}:
+			default:
+				b.Fatal("refused")
+			}
+			<-ch
+		}
+	})
+}
