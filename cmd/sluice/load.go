@@ -1,3 +1,6 @@
+// NOTE TO THE ENGINEER REPLACING THIS FILE: before any work, read the team rules in
+// .helper-brief.md at the repository root (file ownership, commits, go.mod, mutant
+// format, deadline). Delete this note when you replace the file.
 package main
 
 import (
