@@ -1,0 +1,123 @@
+package promsluice
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/admit"
+)
+
+// DefaultLatencyBuckets are the wait and hold histogram buckets, in
+// seconds: 50µs to 10s, roughly doubling, because gated work ranges from a
+// fast disk read to a slow upstream call.
+var DefaultLatencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// GateMetrics exports admit gates. It is a prometheus.Collector (counters
+// and gauges read from Gate.Stats at scrape time) and an admit.Observer
+// (wait and hold histograms). The zero value is not usable; call
+// NewGateMetrics. Safe for concurrent use.
+type GateMetrics struct {
+	wait *prometheus.HistogramVec
+	hold *prometheus.HistogramVec
+
+	mu    sync.Mutex
+	gates []*admit.Gate
+
+	offered, admitted, rejected, completed   *prometheus.Desc
+	inflight, waiting, capacity, peak, misuse *prometheus.Desc
+}
+
+// NewGateMetrics returns an empty GateMetrics; Add gates to it.
+func NewGateMetrics() *GateMetrics {
+	return &GateMetrics{
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_admission_wait_seconds",
+			Help:    "Time callers spent queued for a slot, admitted or not.",
+			Buckets: DefaultLatencyBuckets,
+		}, []string{"gate"}),
+		hold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_admission_hold_seconds",
+			Help:    "Time admitted work held its slot (dropped work is not sampled).",
+			Buckets: DefaultLatencyBuckets,
+		}, []string{"gate", "kind"}),
+		offered:   prometheus.NewDesc("sluice_admission_offered_total", "Attempts that reached the gate.", []string{"gate", "kind"}, nil),
+		admitted:  prometheus.NewDesc("sluice_admission_admitted_total", "Attempts that got a slot.", []string{"gate", "kind"}, nil),
+		rejected:  prometheus.NewDesc("sluice_admission_rejected_total", "Attempts refused, by reason.", []string{"gate", "kind", "reason"}, nil),
+		completed: prometheus.NewDesc("sluice_admission_completed_total", "Admitted work that ended, by outcome.", []string{"gate", "kind", "outcome"}, nil),
+		inflight:  prometheus.NewDesc("sluice_admission_inflight", "Admitted work not yet completed.", []string{"gate"}, nil),
+		waiting:   prometheus.NewDesc("sluice_admission_waiting", "Attempts queued and not yet decided.", []string{"gate"}, nil),
+		capacity:  prometheus.NewDesc("sluice_admission_capacity", "Slots the gate has.", []string{"gate"}, nil),
+		peak:      prometheus.NewDesc("sluice_admission_peak_in_use", "Most slots ever held at once.", []string{"gate"}, nil),
+		misuse:    prometheus.NewDesc("sluice_admission_misuse_total", "Permits ended more than once (the extra ends freed nothing).", []string{"gate"}, nil),
+	}
+}
+
+// Add exports g's counters. Adding the same gate twice is a no-op.
+func (m *GateMetrics) Add(g *admit.Gate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, have := range m.gates {
+		if have == g {
+			return
+		}
+	}
+	m.gates = append(m.gates, g)
+}
+
+// ObserveAdmission records the wait of callers that were queued.
+func (m *GateMetrics) ObserveAdmission(e admit.AdmissionEvent) {
+	if e.Wait > 0 {
+		m.wait.WithLabelValues(e.Gate).Observe(e.Wait.Seconds())
+	}
+}
+
+// ObserveCompletion records the hold time of work that produced a sample.
+func (m *GateMetrics) ObserveCompletion(e admit.CompletionEvent) {
+	if e.Sample() {
+		m.hold.WithLabelValues(e.Gate, e.Kind).Observe(e.Hold.Seconds())
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *GateMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.offered, m.admitted, m.rejected, m.completed, m.inflight, m.waiting, m.capacity, m.peak, m.misuse} {
+		ch <- d
+	}
+	m.wait.Describe(ch)
+	m.hold.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *GateMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	gates := append([]*admit.Gate(nil), m.gates...)
+	m.mu.Unlock()
+	for _, g := range gates {
+		s := g.Stats()
+		for _, k := range s.Kinds {
+			ch <- prometheus.MustNewConstMetric(m.offered, prometheus.CounterValue, float64(k.Offered), s.Gate, k.Kind)
+			ch <- prometheus.MustNewConstMetric(m.admitted, prometheus.CounterValue, float64(k.Admitted), s.Gate, k.Kind)
+			for r := admit.ReasonNone + 1; int(r) < admit.NumReasons; r++ {
+				ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(k.Rejected[r]), s.Gate, k.Kind, r.String())
+			}
+			for o := admit.OutcomeOK; int(o) < admit.NumOutcomes; o++ {
+				ch <- prometheus.MustNewConstMetric(m.completed, prometheus.CounterValue, float64(k.Completed[o]), s.Gate, k.Kind, o.String())
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(s.Inflight), s.Gate)
+		ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(s.Waiting), s.Gate)
+		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(s.Capacity), s.Gate)
+		ch <- prometheus.MustNewConstMetric(m.peak, prometheus.GaugeValue, float64(s.PeakInUse), s.Gate)
+		ch <- prometheus.MustNewConstMetric(m.misuse, prometheus.CounterValue, float64(s.Misuse), s.Gate)
+	}
+	m.wait.Collect(ch)
+	m.hold.Collect(ch)
+}
+
+var (
+	_ prometheus.Collector = (*GateMetrics)(nil)
+	_ admit.Observer       = (*GateMetrics)(nil)
+)
