@@ -1,20 +1,449 @@
-// NOTE TO THE ENGINEER REPLACING THIS FILE: before any work, read the team rules in
-// .helper-brief.md at the repository root (file ownership, commits, go.mod, mutant
-// format, deadline). Delete this note when you replace the file.
 package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/load"
 )
 
-// Placeholders until the load driver lands; they say so and fail.
-func runLoad(_ context.Context, e env, _ []string) int   { return notYet(e, "load") }
-func runSweep(_ context.Context, e env, _ []string) int  { return notYet(e, "sweep") }
-func runCheck(_ context.Context, e env, _ []string) int  { return notYet(e, "check") }
-func runReport(_ context.Context, e env, _ []string) int { return notYet(e, "report") }
+// runLoad drives open- or closed-loop load at one level and writes a report.
+func runLoad(ctx context.Context, e env, args []string) int {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: sluice load --url URL (--rate R | --concurrency C) [flags]")
+		fmt.Fprintln(e.stderr, "Every flag can also be set as SLUICE_<FLAG> (upper case, - as _).")
+		fs.PrintDefaults()
+	}
+	rf := addRunFlags(fs)
+	rate := fs.Float64("rate", 0, "open loop: arrivals per second on a fixed timetable")
+	rampTo := fs.Float64("ramp-to", 0, "open loop: ramp the rate linearly from --rate to this over each window")
+	stepRates := fs.String("steps", "", "open loop: stepped ramp, comma-separated rates held for equal parts of each window")
+	concurrency := fs.Int("concurrency", 0, "closed loop: this many workers, each sending after the previous answer")
+	duration := fs.Duration("duration", 10*time.Second, "length of each window")
+	windows := fs.Int("windows", 1, "number of windows, each judged on its own, with a drain between them")
+	if code, ok := parseArgs(fs, e, args); !ok {
+		return code
+	}
+	set := setFlags(fs)
+	prof, cs, code := rf.loadProfile(e, "load")
+	if code >= 0 {
+		return code
+	}
+	if cs != nil { // the case supplies defaults that flags override
+		if cs.Rate > 0 && !set["rate"] && !set["concurrency"] {
+			*rate = cs.Rate
+		}
+		if cs.Concurrency > 0 && !set["rate"] && !set["concurrency"] {
+			*concurrency = cs.Concurrency
+		}
+		if cs.Workers > 0 && !set["workers"] {
+			rf.workers = cs.Workers
+		}
+		if cs.Windows > 0 && !set["windows"] {
+			*windows = cs.Windows
+		}
+		if cs.Duration != "" && !set["duration"] {
+			*duration, _ = time.ParseDuration(cs.Duration)
+		}
+		if cs.P99BudgetMS > 0 && !set["p99-budget"] {
+			rf.p99Budget = time.Duration(cs.P99BudgetMS * float64(time.Millisecond))
+		}
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(e.stderr, "sluice load: "+format+"\n", a...)
+		return exitUsage
+	}
+	if *duration <= 0 {
+		return usageErr("--duration must be > 0")
+	}
+	if *windows < 1 {
+		return usageErr("--windows must be >= 1")
+	}
+	cfg, err := rf.config()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	cfg.Windows, cfg.Duration = *windows, *duration
+	switch {
+	case *concurrency < 0:
+		return usageErr("--concurrency must be > 0")
+	case *concurrency > 0 && (set["rate"] || *stepRates != "" || *rampTo != 0):
+		return usageErr("--concurrency (closed loop) and --rate/--steps/--ramp-to (open loop) are exclusive")
+	case *concurrency > 0:
+		cfg.Concurrency = *concurrency
+	case *stepRates != "":
+		rates, err := parseFloats(*stepRates)
+		if err != nil {
+			return usageErr("--steps: %v", err)
+		}
+		if cfg.Shape, err = load.Stepped(rates, *duration); err != nil {
+			return usageErr("--steps: %v", err)
+		}
+	case !(*rate > 0):
+		if !set["rate"] {
+			return usageErr("give --rate R (open loop) or --concurrency C (closed loop)")
+		}
+		return usageErr("--rate must be > 0, got %v", *rate)
+	case *rampTo != 0:
+		if !(*rampTo > 0) {
+			return usageErr("--ramp-to must be > 0")
+		}
+		if cfg.Shape, err = load.Ramp(*rate, *rampTo, *duration); err != nil {
+			return usageErr("%v", err)
+		}
+	default:
+		if cfg.Shape, err = load.Constant(*rate, *duration); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	return rf.run(ctx, e, "load", append([]string{"sluice", "load"}, args...), prof, []load.Config{cfg})
+}
 
-func notYet(e env, name string) int {
-	fmt.Fprintf(e.stderr, "sluice %s: not built yet\n", name)
-	return exitFail
+// runFlags are the flags load and sweep share.
+type runFlags struct {
+	urls         listFlag
+	headers      listFlag
+	targetsFile  string
+	pick         string
+	method       string
+	body         string
+	bodyFile     string
+	workers      int
+	queueDepth   int
+	p99Budget    time.Duration
+	maxLag       time.Duration
+	timeout      time.Duration
+	drainTimeout time.Duration
+	http2        bool
+	noKeepAlive  bool
+	metrics      string
+	profile      string
+	caseName     string
+	out          string
+	live         string
+}
+
+func addRunFlags(fs *flag.FlagSet) *runFlags {
+	rf := &runFlags{}
+	fs.Var(&rf.urls, "url", "target URL (repeatable; several are taken in turn)")
+	fs.Var(&rf.headers, "header", `request header "Name: value" (repeatable)`)
+	fs.StringVar(&rf.targetsFile, "targets", "", "file of targets: JSON array or lines of '[METHOD] URL [weight=N]'")
+	fs.StringVar(&rf.pick, "pick", "round-robin", "how to choose among targets: round-robin or weighted")
+	fs.StringVar(&rf.method, "method", "GET", "request method")
+	fs.StringVar(&rf.body, "body", "", "request body")
+	fs.StringVar(&rf.bodyFile, "body-file", "", "read the request body from this file")
+	fs.IntVar(&rf.workers, "workers", 64, "open loop: fixed worker pool size")
+	fs.IntVar(&rf.queueDepth, "queue-depth", 0, "open loop: arrival queue bound (0: max(workers, rate × p99-budget))")
+	fs.DurationVar(&rf.p99Budget, "p99-budget", 500*time.Millisecond, "response-time p99 budget (sizes the queue; tells driver drops from server slowness)")
+	fs.DurationVar(&rf.maxLag, "max-lag", 10*time.Millisecond, "schedule-lag p99 above which a window is driver-limited")
+	fs.DurationVar(&rf.timeout, "timeout", 10*time.Second, "connect and response-header timeout per request")
+	fs.DurationVar(&rf.drainTimeout, "drain-timeout", 0, "longest wait for a window's last requests (0: timeout + 5s)")
+	fs.BoolVar(&rf.http2, "http2", false, "speak HTTP/2 only (h2c for http:// URLs)")
+	fs.BoolVar(&rf.noKeepAlive, "no-keepalive", false, "open a new connection for every request")
+	fs.StringVar(&rf.metrics, "metrics", "", "Prometheus text endpoint of the server, scraped before and after each window")
+	fs.StringVar(&rf.profile, "profile", "", "profile JSON: judge the run against a case (PASS, FAIL, INVALID)")
+	fs.StringVar(&rf.caseName, "case", "", "profile case to use (needed when the profile has several)")
+	fs.StringVar(&rf.out, "out", "", "report file (default: load-report-<UTC time>.json in the current folder)")
+	fs.StringVar(&rf.live, "live", "auto", "live progress line on stderr each second: auto (when a terminal), on, off")
+	return rf
+}
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ", ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// parseArgs parses flags (with their SLUICE_* twins, see flags.go) and
+// refuses positional arguments. ok == false means stop with code.
+func parseArgs(fs *flag.FlagSet, e env, args []string) (code int, ok bool) {
+	if err := parseFlags(fs, e, args); err != nil {
+		return parseExit(err), false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		if !(v > 0) {
+			return nil, fmt.Errorf("%v must be > 0", v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", f)
+		}
+		if v <= 0 {
+			return nil, fmt.Errorf("%d must be > 0", v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// loadProfile reads --profile; code >= 0 means stop with that exit code.
+func (rf *runFlags) loadProfile(e env, cmd string) (*load.ProfileRef, *load.Case, int) {
+	if rf.profile == "" {
+		if rf.caseName != "" {
+			fmt.Fprintf(e.stderr, "sluice %s: --case needs --profile\n", cmd)
+			return nil, nil, exitUsage
+		}
+		return nil, nil, -1
+	}
+	ref, c, err := readProfile(rf.profile, rf.caseName)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
+		return nil, nil, exitUsage
+	}
+	return ref, c, -1
+}
+
+func readProfile(path, caseName string) (*load.ProfileRef, *load.Case, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("profile: %v", err)
+	}
+	p, err := load.ParseProfile(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", path, err)
+	}
+	c, err := p.Case(caseName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", path, err)
+	}
+	sum := sha256.Sum256(b)
+	return &load.ProfileRef{Path: path, SHA256: hex.EncodeToString(sum[:]), Case: c.Name, Profile: p}, &c, nil
+}
+
+// config builds the request side of a step from the shared flags.
+func (rf *runFlags) config() (load.Config, error) {
+	var cfg load.Config
+	if rf.workers < 1 {
+		return cfg, fmt.Errorf("--workers must be >= 1")
+	}
+	if rf.queueDepth < 0 {
+		return cfg, fmt.Errorf("--queue-depth must be >= 0")
+	}
+	if rf.p99Budget <= 0 || rf.timeout <= 0 || rf.maxLag <= 0 || rf.drainTimeout < 0 {
+		return cfg, fmt.Errorf("--p99-budget, --timeout and --max-lag must be > 0")
+	}
+	switch rf.live {
+	case "auto", "on", "off":
+	default:
+		return cfg, fmt.Errorf("--live must be auto, on or off")
+	}
+	def := load.Target{Method: rf.method, Header: http.Header{}}
+	for _, h := range rf.headers {
+		k, v, err := load.ParseHeader(h)
+		if err != nil {
+			return cfg, err
+		}
+		def.Header.Add(k, v)
+	}
+	if rf.body != "" && rf.bodyFile != "" {
+		return cfg, fmt.Errorf("--body and --body-file are exclusive")
+	}
+	if rf.body != "" {
+		def.Body = []byte(rf.body)
+	}
+	if rf.bodyFile != "" {
+		b, err := os.ReadFile(rf.bodyFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--body-file: %v", err)
+		}
+		def.Body = b
+	}
+	if rf.targetsFile != "" {
+		b, err := os.ReadFile(rf.targetsFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--targets: %v", err)
+		}
+		ts, err := load.ParseTargets(b, def)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %v", rf.targetsFile, err)
+		}
+		cfg.Targets = ts
+	}
+	for _, u := range rf.urls {
+		t := def
+		t.URL = u
+		t, err := load.CheckTarget(t)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Targets = append(cfg.Targets, t)
+	}
+	if len(cfg.Targets) == 0 {
+		return cfg, fmt.Errorf("no target: give --url URL or --targets FILE")
+	}
+	if rf.metrics != "" {
+		if _, err := load.CheckTarget(load.Target{URL: rf.metrics}); err != nil {
+			return cfg, fmt.Errorf("--metrics: %v", err)
+		}
+	}
+	cfg.Pick = load.Pick(rf.pick)
+	if cfg.Pick != load.RoundRobin && cfg.Pick != load.Weighted {
+		return cfg, fmt.Errorf("--pick must be round-robin or weighted")
+	}
+	cfg.Workers, cfg.QueueDepth, cfg.P99Budget = rf.workers, rf.queueDepth, rf.p99Budget
+	cfg.MaxLag, cfg.Timeout, cfg.DrainTimeout = rf.maxLag, rf.timeout, rf.drainTimeout
+	cfg.HTTP2, cfg.DisableKeepAlives, cfg.MetricsURL = rf.http2, rf.noKeepAlive, rf.metrics
+	return cfg, nil
+}
+
+// run checks the targets are reachable, drives the steps, writes the report
+// and returns the exit code of the verdict.
+func (rf *runFlags) run(ctx context.Context, e env, kind string, command []string, prof *load.ProfileRef, steps []load.Config) int {
+	out := rf.out
+	if out == "" {
+		out = load.DefaultReportName(time.Now())
+	}
+	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
+		fmt.Fprintf(e.stderr, "sluice %s: --out %s: folder does not exist\n", kind, out)
+		return exitUsage
+	}
+	if err := preflight(ctx, steps[0].Targets, rf.metrics, min(rf.timeout, 5*time.Second)); err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)
+		return exitUsage
+	}
+	if rf.live == "on" || (rf.live == "auto" && isTerminal(e.stderr)) {
+		for i := range steps {
+			steps[i].Live = func(p load.Progress) { fmt.Fprintln(e.stderr, load.FormatProgress(p)) }
+		}
+	}
+	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: command, Profile: prof}
+	r, err := load.Run(ctx, kind, meta, steps)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)
+		return exitUsage
+	}
+	if err := load.WriteReport(out, r); err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: writing the report: %v\n", kind, err)
+		return exitFail
+	}
+	if kind == "sweep" {
+		load.WriteCliffTable(e.stdout, r)
+	} else {
+		load.WriteSummary(e.stdout, r)
+	}
+	fmt.Fprintf(e.stdout, "report: %s\n", out)
+	if r.Interrupted {
+		fmt.Fprintf(e.stderr, "sluice %s: interrupted; the report holds what was measured\n", kind)
+	}
+	return verdictExit(r.Verdict)
+}
+
+func verdictExit(v load.Verdict) int {
+	switch v.Status {
+	case load.StatusFail:
+		return exitFail
+	case load.StatusInvalid:
+		return exitInvalid
+	}
+	return exitOK
+}
+
+// preflight dials every target (and the metrics endpoint) once, so an
+// unreachable server is a usage error before any report exists.
+func preflight(ctx context.Context, ts []load.Target, metrics string, timeout time.Duration) error {
+	seen := map[string]bool{}
+	urls := []string{}
+	for _, t := range ts {
+		urls = append(urls, t.URL)
+	}
+	if metrics != "" {
+		urls = append(urls, metrics)
+	}
+	d := net.Dialer{Timeout: timeout}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return err
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		addr := net.JoinHostPort(u.Hostname(), port)
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("cannot reach %s (%s): %v", s, addr, errors.Unwrap(err))
+		}
+		c.Close()
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func toolInfo() load.Tool {
+	b := readBuildInfo()
+	return load.Tool{Module: b.Module, Version: b.Version, Revision: b.Revision, Time: b.Time, Dirty: b.Dirty, Go: b.Go}
+}
+
+// binarySHA256 hashes the running executable, so a report names exactly
+// what produced it.
+func binarySHA256() string {
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

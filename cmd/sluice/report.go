@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicehq/sluice/load"
+)
+
+// runReport prints a saved report, renders it (or two, overlaid) as HTML,
+// or merges reports from several driver machines.
+func runReport(ctx context.Context, e env, args []string) int {
+	if len(args) > 0 && args[0] == "merge" {
+		return runReportMerge(ctx, e, args[1:])
+	}
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: sluice report [--html OUT.html] REPORT.json [B.json]")
+		fmt.Fprintln(e.stderr, "       sluice report merge --out MERGED.json A.json B.json ...")
+		fs.PrintDefaults()
+	}
+	html := fs.String("html", "", "write a self-contained HTML page with charts (two reports: an A/B overlay)")
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return exitUsage
+	}
+	var reports []*load.Report
+	for _, p := range fs.Args() {
+		r, err := load.ReadReport(p)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sluice report: %v\n", err)
+			return exitUsage
+		}
+		reports = append(reports, r)
+	}
+	for i, r := range reports {
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		fmt.Fprintf(e.stdout, "== %s\n", fs.Arg(i))
+		load.WriteSummary(e.stdout, r)
+	}
+	if *html != "" {
+		page := load.RenderHTML(reports, fs.Args())
+		if err := load.WriteFileAtomic(*html, page); err != nil {
+			fmt.Fprintf(e.stderr, "sluice report: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(e.stdout, "html: %s\n", *html)
+	}
+	return exitOK
+}
+
+func runReportMerge(_ context.Context, e env, args []string) int {
+	fs := flag.NewFlagSet("report merge", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	out := fs.String("out", "", "merged report file (default: load-report-<UTC time>.json)")
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() < 2 {
+		fmt.Fprintln(e.stderr, "usage: sluice report merge --out MERGED.json A.json B.json ...")
+		return exitUsage
+	}
+	var reports []*load.Report
+	var sources []load.Source
+	for _, p := range fs.Args() {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
+			return exitUsage
+		}
+		r, err := load.ParseReport(b)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sluice report merge: %s: %v\n", p, err)
+			return exitUsage
+		}
+		sum := sha256.Sum256(b)
+		reports = append(reports, r)
+		sources = append(sources, load.Source{File: filepath.Base(p), SHA256: hex.EncodeToString(sum[:]), Host: r.Host.Hostname, Started: r.Started})
+	}
+	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: append([]string{"sluice", "report", "merge"}, args...)}
+	m, err := load.Merge(meta, reports)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
+		return exitUsage
+	}
+	m.Sources = sources
+	path := *out
+	if path == "" {
+		path = load.DefaultReportName(time.Now())
+	}
+	if err := load.WriteReport(path, m); err != nil {
+		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
+		return exitFail
+	}
+	load.WriteSummary(e.stdout, m)
+	fmt.Fprintf(e.stdout, "report: %s\n", path)
+	return exitOK
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/load"
+)
+
+// defaultLadder is the cliff test's ladder of concurrencies (seed 000).
+const defaultLadder = "16,24,32,48,64,100,200"
+
+// runSweep runs a ladder of concurrencies (closed loop) or rates (open loop),
+// a fixed time per step, prints the cliff table and writes the report.
+func runSweep(ctx context.Context, e env, args []string) int {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: sluice sweep --url URL [--concurrencies 16,24,...|--rates R1,R2,...] [flags]")
+		fs.PrintDefaults()
+	}
+	rf := addRunFlags(fs)
+	concs := fs.String("concurrencies", defaultLadder, "closed-loop ladder of concurrencies")
+	rates := fs.String("rates", "", "open-loop ladder of rates (replaces --concurrencies)")
+	stepDur := fs.Duration("step-duration", 5*time.Second, "length of each window of each step")
+	windows := fs.Int("windows", 1, "windows per step")
+	if code, ok := parseArgs(fs, e, args); !ok {
+		return code
+	}
+	set := setFlags(fs)
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(e.stderr, "sluice sweep: "+format+"\n", a...)
+		return exitUsage
+	}
+	prof, _, code := rf.loadProfile(e, "sweep")
+	if code >= 0 {
+		return code
+	}
+	if *stepDur <= 0 {
+		return usageErr("--step-duration must be > 0")
+	}
+	if *windows < 1 {
+		return usageErr("--windows must be >= 1")
+	}
+	if *rates != "" && set["concurrencies"] {
+		return usageErr("--rates and --concurrencies are exclusive")
+	}
+	base, err := rf.config()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	base.Windows, base.Duration = *windows, *stepDur
+	var steps []load.Config
+	if *rates != "" {
+		rs, err := parseFloats(*rates)
+		if err != nil {
+			return usageErr("--rates: %v", err)
+		}
+		for _, r := range rs {
+			c := base
+			if c.Shape, err = load.Constant(r, *stepDur); err != nil {
+				return usageErr("%v", err)
+			}
+			steps = append(steps, c)
+		}
+	} else {
+		cs, err := parseInts(*concs)
+		if err != nil {
+			return usageErr("--concurrencies: %v", err)
+		}
+		for _, n := range cs {
+			c := base
+			c.Concurrency = n
+			steps = append(steps, c)
+		}
+	}
+	return rf.run(ctx, e, "sweep", append([]string{"sluice", "sweep"}, args...), prof, steps)
+}

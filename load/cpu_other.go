@@ -1,0 +1,12 @@
+//go:build !unix
+
+package load
+
+import "time"
+
+// processCPU is not measured on this platform; reports show zero.
+func processCPU() time.Duration { return 0 }
+
+const fineSleep = 0
+
+func preciseSleep(d time.Duration) { time.Sleep(d) }

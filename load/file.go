@@ -1,0 +1,192 @@
+package load
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ErrBadReport reports a file that is not a valid v1 report.
+var ErrBadReport = errors.New("load: bad report")
+
+// DefaultReportName is the file name used when --out is not given.
+func DefaultReportName(t time.Time) string {
+	return "load-report-" + t.UTC().Format("20060102T150405Z") + ".json"
+}
+
+// MarshalReport encodes r as indented JSON.
+func MarshalReport(r *Report) ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same
+// folder, synced and renamed into place: readers see the old file or the
+// whole new one, never a part.
+func WriteFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Chmod(tmp, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// WriteReport writes r to path atomically.
+func WriteReport(path string, r *Report) error {
+	b, err := MarshalReport(r)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, b)
+}
+
+// ParseReport decodes and validates a report (see Validate). Unknown fields
+// are errors: a report is a record, and a typo in a hand-edited one should
+// not pass silently.
+func ParseReport(data []byte) (*Report, error) {
+	var r Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadReport, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the report", ErrBadReport)
+	}
+	if err := Validate(&r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ReadReport reads and parses the report at path.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadReport, err)
+	}
+	r, err := ParseReport(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Validate checks what the JSON schema cannot: the outcome classes
+// reconcile, and each histogram decodes and agrees with its summary.
+func Validate(r *Report) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrBadReport}, a...)...)
+	}
+	if r.Schema != SchemaV1 {
+		return bad("schema %q, want %q", r.Schema, SchemaV1)
+	}
+	switch r.Kind {
+	case "load", "sweep", "merge":
+	default:
+		return bad("kind %q", r.Kind)
+	}
+	switch r.Verdict.Status {
+	case StatusPass, StatusFail, StatusInvalid, StatusNone:
+	default:
+		return bad("verdict %q", r.Verdict.Status)
+	}
+	if r.Steps == nil {
+		return bad("no steps")
+	}
+	for si, st := range r.Steps {
+		if st.Mode != "open" && st.Mode != "closed" {
+			return bad("step %d: mode %q", si, st.Mode)
+		}
+		for wi, w := range st.Windows {
+			where := fmt.Sprintf("step %d window %d", si, wi)
+			c := w.Counts
+			if err := c.Reconcile(); err != nil {
+				return bad("%s: %v", where, err)
+			}
+			var tl Second
+			for _, s := range w.Timeline {
+				tl.Scheduled += s.Scheduled
+				tl.Dropped += s.Dropped
+			}
+			if tl.Scheduled != c.Scheduled || tl.Dropped != c.Dropped {
+				return bad("%s: timeline disagrees with counts", where)
+			}
+			for name, d := range map[string]Dist{
+				"schedule_wait": w.Latency.ScheduleWait, "request_time": w.Latency.RequestTime,
+				"response_time": w.Latency.ResponseTime, "first_byte": w.Latency.FirstByte,
+				"ok_response_time": w.Latency.OKResponseTime, "schedule_lag": w.Driver.ScheduleLag,
+			} {
+				if _, err := histOf(d); err != nil {
+					return bad("%s %s: %v", where, name, err)
+				}
+			}
+			if w.Latency.ResponseTime.Count != c.OK+c.Refused+c.HTTPError {
+				return bad("%s: response_time count %d, want ok+refused+http_error = %d", where, w.Latency.ResponseTime.Count, c.OK+c.Refused+c.HTTPError)
+			}
+		}
+	}
+	return nil
+}
+
+// Reconcile checks the two identities of the outcome classes and their
+// breakdowns.
+func (c Counts) Reconcile() error {
+	if c.Scheduled != c.Sent+c.Dropped {
+		return fmt.Errorf("scheduled %d != sent %d + dropped %d", c.Scheduled, c.Sent, c.Dropped)
+	}
+	if sum := c.OK + c.Refused + c.HTTPError + c.TransportError + c.Unfinished; c.Sent != sum {
+		return fmt.Errorf("sent %d != ok+refused+http_error+transport_error+unfinished %d", c.Sent, sum)
+	}
+	if c.OK < 0 || c.Refused < 0 || c.HTTPError < 0 || c.TransportError < 0 || c.Unfinished < 0 || c.Dropped < 0 {
+		return fmt.Errorf("negative count")
+	}
+	var d, t, rf int64
+	for _, v := range c.DropReasons {
+		d += v
+	}
+	for _, v := range c.TransportErrors {
+		t += v
+	}
+	for _, r := range c.Refusals {
+		rf += r.Count
+	}
+	if d != c.Dropped {
+		return fmt.Errorf("drop reasons add to %d, dropped %d", d, c.Dropped)
+	}
+	if t != c.TransportError {
+		return fmt.Errorf("transport error kinds add to %d, transport_error %d", t, c.TransportError)
+	}
+	if rf != c.Refused {
+		return fmt.Errorf("refusals add to %d, refused %d", rf, c.Refused)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package load
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrMerge reports reports that cannot be combined.
+var ErrMerge = errors.New("load: cannot merge")
+
+// Merge combines reports from several driver machines that loaded the same
+// server at the same time. They must have the same steps (mode and label)
+// and window counts. Counts, timelines and refusals add; histograms merge
+// exactly, so the merged percentiles are those of all requests together
+// (never an average of percentiles); rates are recomputed over the longest
+// window duration. Server metrics are the server's, not a driver's: the
+// first report's scrape is kept and attribution redone against the merged
+// refusals. The verdict is re-judged with the first report's profile case.
+func Merge(meta Meta, rs []*Report) (*Report, error) {
+	if len(rs) < 2 {
+		return nil, fmt.Errorf("%w: need at least two reports", ErrMerge)
+	}
+	if meta.Profile == nil {
+		meta.Profile = rs[0].Profile
+	}
+	out := NewReport("merge", meta)
+	out.Started, out.Finished = rs[0].Started, rs[0].Finished
+	first := rs[0]
+	for i, r := range rs {
+		if len(r.Steps) != len(first.Steps) {
+			return nil, fmt.Errorf("%w: report %d has %d steps, report 0 has %d", ErrMerge, i, len(r.Steps), len(first.Steps))
+		}
+		for si, st := range r.Steps {
+			f := first.Steps[si]
+			if st.Mode != f.Mode || st.Label != f.Label || len(st.Windows) != len(f.Windows) {
+				return nil, fmt.Errorf("%w: report %d step %d (%s %s, %d windows) differs from report 0 (%s %s, %d windows)",
+					ErrMerge, i, si, st.Mode, st.Label, len(st.Windows), f.Mode, f.Label, len(f.Windows))
+			}
+		}
+		if r.Started.Before(out.Started) {
+			out.Started = r.Started
+		}
+		if r.Finished.After(out.Finished) {
+			out.Finished = r.Finished
+		}
+		out.Interrupted = out.Interrupted || r.Interrupted
+		if out.Aborted == "" {
+			out.Aborted = r.Aborted
+		}
+	}
+	for si, f := range first.Steps {
+		st := f
+		st.Windows = nil
+		for _, r := range rs[1:] {
+			st.Workers += r.Steps[si].Workers
+			st.Concurrency += r.Steps[si].Concurrency
+			st.QueueDepth += r.Steps[si].QueueDepth
+			st.Rate += r.Steps[si].Rate
+			st.RampTo += r.Steps[si].RampTo
+		}
+		for wi := range f.Windows {
+			ws := make([]Window, len(rs))
+			for i, r := range rs {
+				ws[i] = r.Steps[si].Windows[wi]
+			}
+			w, err := mergeWindows(ws)
+			if err != nil {
+				return nil, fmt.Errorf("%w: step %d window %d: %v", ErrMerge, si, wi, err)
+			}
+			st.Windows = append(st.Windows, w)
+		}
+		out.Steps = append(out.Steps, st)
+	}
+	out.Verdict = Judge(out, meta.caseOf())
+	return out, nil
+}
+
+func mergeWindows(ws []Window) (Window, error) {
+	out := Window{Index: ws[0].Index, Started: ws[0].Started}
+	c := Counts{DropReasons: map[string]int64{}, TransportErrors: map[string]int64{}, Status: map[string]int64{}, Refusals: []Refusal{}}
+	refusals := map[refusalKey]int64{}
+	var lat [5][]Dist
+	var lags []Dist
+	for _, w := range ws {
+		if w.Started.Before(out.Started) {
+			out.Started = w.Started
+		}
+		out.DurationS = max(out.DurationS, w.DurationS)
+		out.ElapsedS = max(out.ElapsedS, w.ElapsedS)
+		n := w.Counts
+		c.Scheduled += n.Scheduled
+		c.Sent += n.Sent
+		c.Dropped += n.Dropped
+		c.OK += n.OK
+		c.Refused += n.Refused
+		c.HTTPError += n.HTTPError
+		c.TransportError += n.TransportError
+		c.Unfinished += n.Unfinished
+		addMap(c.DropReasons, n.DropReasons)
+		addMap(c.TransportErrors, n.TransportErrors)
+		addMap(c.Status, n.Status)
+		for _, r := range n.Refusals {
+			refusals[refusalKey{r.Status, r.Gate, r.Reason}] += r.Count
+		}
+		for i, d := range []Dist{w.Latency.ScheduleWait, w.Latency.RequestTime, w.Latency.ResponseTime, w.Latency.FirstByte, w.Latency.OKResponseTime} {
+			lat[i] = append(lat[i], d)
+		}
+		lags = append(lags, w.Driver.ScheduleLag)
+		for len(out.Timeline) < len(w.Timeline) {
+			out.Timeline = append(out.Timeline, Second{})
+		}
+		for i, s := range w.Timeline {
+			t := &out.Timeline[i]
+			t.Scheduled += s.Scheduled
+			t.Dropped += s.Dropped
+			t.OK += s.OK
+			t.Refused += s.Refused
+			t.Errors += s.Errors
+		}
+		out.Driver.CPUSeconds += w.Driver.CPUSeconds
+		out.Driver.CPUUtilization = max(out.Driver.CPUUtilization, w.Driver.CPUUtilization)
+		if out.Metrics == nil && w.Metrics != nil {
+			m := *w.Metrics
+			out.Metrics = &m
+		}
+	}
+	for k, v := range refusals {
+		c.Refusals = append(c.Refusals, Refusal{Status: k.status, Gate: k.gate, Reason: k.reason, Count: v})
+	}
+	sortRefusals(c.Refusals)
+	out.Counts = c
+	var merged [5]Dist
+	for i := range lat {
+		d, err := mergeDists(lat[i]...)
+		if err != nil {
+			return Window{}, err
+		}
+		merged[i] = d
+	}
+	out.Latency = Latency{ScheduleWait: merged[0], RequestTime: merged[1], ResponseTime: merged[2], FirstByte: merged[3], OKResponseTime: merged[4]}
+	lag, err := mergeDists(lags...)
+	if err != nil {
+		return Window{}, err
+	}
+	out.Driver.ScheduleLag = lag
+	out.Driver.Reasons = []string{}
+	for _, w := range ws {
+		out.Driver.Limited = out.Driver.Limited || w.Driver.Limited
+		out.Driver.Reasons = append(out.Driver.Reasons, w.Driver.Reasons...)
+	}
+	out.Rates = ratesOf(c, out.DurationS)
+	if out.Metrics != nil {
+		m := out.Metrics
+		if m.Error == "" {
+			Attribute(m, c)
+			if m.ServerCPUSeconds != nil && c.OK > 0 {
+				per := *m.ServerCPUSeconds / float64(c.OK) * 1000
+				m.ServerCPUPerOKMillis = &per
+			}
+		} else {
+			m.Attributed, m.Unattributed = 0, c.Refused
+		}
+	}
+	if out.Timeline == nil {
+		out.Timeline = []Second{}
+	}
+	return out, nil
+}
+
+func addMap(dst, src map[string]int64) {
+	for k, v := range src {
+		dst[k] += v
+	}
+}

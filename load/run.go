@@ -1,0 +1,75 @@
+package load
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"time"
+)
+
+// Meta is what the caller knows about the run that the driver does not:
+// the binary, the command line and the profile.
+type Meta struct {
+	Tool         Tool
+	BinarySHA256 string
+	Command      []string
+	Profile      *ProfileRef
+}
+
+// Run drives the steps one after another and returns the report, judged
+// against the profile case in meta (if any). It stops early when ctx is
+// canceled (the report is then marked interrupted) or a step is aborted.
+// kind is "load" or "sweep". Config errors are returned before any load is
+// sent.
+func Run(ctx context.Context, kind string, meta Meta, steps []Config) (*Report, error) {
+	for i := range steps {
+		if _, err := steps[i].withDefaults(); err != nil {
+			return nil, err
+		}
+	}
+	r := NewReport(kind, meta)
+	for i, cfg := range steps {
+		st, end, err := runStep(ctx, cfg, i)
+		if err != nil {
+			return nil, err
+		}
+		r.Steps = append(r.Steps, st)
+		if end == EndInterrupted {
+			r.Interrupted = true
+			break
+		}
+		if end == EndAborted {
+			r.Aborted = "a window did not drain within the drain timeout"
+			break
+		}
+	}
+	r.Finished = time.Now().UTC()
+	r.Verdict = Judge(r, meta.caseOf())
+	return r, nil
+}
+
+func (m Meta) caseOf() *Case {
+	if m.Profile == nil {
+		return nil
+	}
+	c, err := m.Profile.Profile.Case(m.Profile.Case)
+	if err != nil {
+		return nil
+	}
+	return &c
+}
+
+// NewReport starts an empty report with the host facts filled in.
+func NewReport(kind string, meta Meta) *Report {
+	host, _ := os.Hostname()
+	return &Report{
+		Schema: SchemaV1, Kind: kind, Tool: meta.Tool, BinarySHA256: meta.BinarySHA256,
+		Host: Host{
+			Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH,
+			CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		},
+		Command: append([]string{}, meta.Command...),
+		Started: time.Now().UTC(), Profile: meta.Profile, Steps: []Step{},
+		Verdict: Verdict{Status: StatusNone, Reasons: []string{}, Windows: []WindowVerdict{}},
+	}
+}

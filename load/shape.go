@@ -1,0 +1,141 @@
+package load
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Segment is one piece of an open-loop timetable: over Duration the arrival
+// rate moves linearly from From to To requests per second. From == To is a
+// constant rate.
+type Segment struct {
+	From, To float64
+	Duration time.Duration
+}
+
+// Shape is an open-loop timetable for one window: arrival i is due at At(i)
+// after the window starts, whatever the server does. The zero Shape schedules
+// nothing. A Shape is immutable and safe for concurrent use.
+type Shape struct {
+	segs  []Segment
+	start []time.Duration // offset where each segment starts
+	cum   []float64       // arrivals scheduled before each segment starts
+	total float64         // arrivals over the whole shape (not rounded)
+}
+
+// ErrBadShape reports a timetable that cannot be run (a rate <= 0, a negative
+// or zero duration).
+var ErrBadShape = errors.New("load: bad load shape")
+
+// NewShape builds a timetable from segments. Every segment needs a positive
+// duration and non-negative rates, and at least one rate in the shape must be
+// positive.
+func NewShape(segs ...Segment) (Shape, error) {
+	s := Shape{segs: append([]Segment(nil), segs...)}
+	var t time.Duration
+	var n float64
+	positive := false
+	for i, g := range segs {
+		if g.Duration <= 0 {
+			return Shape{}, fmt.Errorf("%w: segment %d has duration %v", ErrBadShape, i, g.Duration)
+		}
+		if !(g.From >= 0) || !(g.To >= 0) || math.IsInf(g.From, 0) || math.IsInf(g.To, 0) {
+			return Shape{}, fmt.Errorf("%w: segment %d has rate %v..%v", ErrBadShape, i, g.From, g.To)
+		}
+		if g.From > 0 || g.To > 0 {
+			positive = true
+		}
+		s.start = append(s.start, t)
+		s.cum = append(s.cum, n)
+		t += g.Duration
+		n += (g.From + g.To) / 2 * g.Duration.Seconds()
+	}
+	if !positive {
+		return Shape{}, fmt.Errorf("%w: no positive rate", ErrBadShape)
+	}
+	s.total = n
+	return s, nil
+}
+
+// Constant is rate requests per second for d.
+func Constant(rate float64, d time.Duration) (Shape, error) {
+	if !(rate > 0) {
+		return Shape{}, fmt.Errorf("%w: rate must be > 0, got %v", ErrBadShape, rate)
+	}
+	return NewShape(Segment{From: rate, To: rate, Duration: d})
+}
+
+// Ramp moves the rate linearly from `from` to `to` over d.
+func Ramp(from, to float64, d time.Duration) (Shape, error) {
+	return NewShape(Segment{From: from, To: to, Duration: d})
+}
+
+// Stepped holds each rate for d/len(rates).
+func Stepped(rates []float64, d time.Duration) (Shape, error) {
+	if len(rates) == 0 {
+		return Shape{}, fmt.Errorf("%w: no steps", ErrBadShape)
+	}
+	step := d / time.Duration(len(rates))
+	segs := make([]Segment, len(rates))
+	for i, r := range rates {
+		if !(r > 0) {
+			return Shape{}, fmt.Errorf("%w: step %d rate must be > 0, got %v", ErrBadShape, i, r)
+		}
+		segs[i] = Segment{From: r, To: r, Duration: step}
+	}
+	return NewShape(segs...)
+}
+
+// Duration is the length of the timetable.
+func (s Shape) Duration() time.Duration {
+	if len(s.segs) == 0 {
+		return 0
+	}
+	last := len(s.segs) - 1
+	return s.start[last] + s.segs[last].Duration
+}
+
+// Count is the number of arrivals the timetable schedules: every i with
+// i < the integral of the rate over the shape.
+func (s Shape) Count() int64 {
+	if s.total <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(s.total - 1e-9))
+}
+
+// MeanRate is Count over Duration, in requests per second.
+func (s Shape) MeanRate() float64 {
+	d := s.Duration().Seconds()
+	if d == 0 {
+		return 0
+	}
+	return s.total / d
+}
+
+// At is the offset from the window start at which arrival i is due: the time
+// t where the integral of the rate from 0 to t equals i. i must be in
+// [0, Count()).
+func (s Shape) At(i int64) time.Duration {
+	n := float64(i)
+	k := len(s.segs) - 1
+	for j := 1; j < len(s.segs); j++ {
+		if s.cum[j] > n {
+			k = j - 1
+			break
+		}
+	}
+	g := s.segs[k]
+	n -= s.cum[k]
+	a := g.From
+	b := (g.To - g.From) / g.Duration.Seconds()
+	// Solve a*t + b*t^2/2 = n for t; this form is stable for b == 0 and b < 0.
+	den := a + math.Sqrt(math.Max(a*a+2*b*n, 0))
+	var t float64
+	if den > 0 {
+		t = 2 * n / den
+	}
+	return s.start[k] + time.Duration(t*float64(time.Second))
+}
