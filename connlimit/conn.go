@@ -1,0 +1,89 @@
+package connlimit
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// errNoCloseWrite is returned by Conn.CloseWrite when the wrapped
+// connection cannot half-close.
+var errNoCloseWrite = errors.New("connlimit: wrapped connection does not support CloseWrite")
+
+// Conn is an accepted connection that holds one of the Listener's slots.
+// Close releases the slot exactly once, however many times it is called,
+// and whichever goroutine calls it.
+//
+// Conn forwards CloseWrite and ReadFrom to the wrapped connection, so
+// net/http's graceful close and sendfile keep working; NetConn returns
+// the wrapped connection.
+type Conn struct {
+	net.Conn
+	l *Listener
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// HTTP bookkeeping for ConnState (see http.go): the last state seen,
+	// whether bytes arrived since the connection went idle, whether the
+	// latest read ended in a deadline, and whether one had when the
+	// connection turned active.
+	httpState        atomic.Int32
+	readSinceIdle    atomic.Bool
+	readTimedOut     atomic.Bool
+	timedOutToActive atomic.Bool
+	closeCounted     atomic.Bool
+}
+
+// Read reads from the wrapped connection, noting what ConnState needs to
+// tell an idle timeout from a header timeout.
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.readSinceIdle.Store(true)
+		c.readTimedOut.Store(false)
+	}
+	if err != nil {
+		c.readTimedOut.Store(errors.Is(err, os.ErrDeadlineExceeded))
+	}
+	return n, err
+}
+
+// Close closes the wrapped connection and releases the slot. Only the
+// first call has an effect; later calls return its result.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.Conn.Close()
+		c.l.release()
+	})
+	return c.closeErr
+}
+
+// NetConn returns the wrapped connection. Closing it directly does not
+// release the slot; close the Conn.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the wrapped connection when it supports it
+// (*net.TCPConn and *net.UnixConn do).
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errNoCloseWrite
+}
+
+// ReadFrom lets io.Copy into the connection use the wrapped
+// connection's fast path (sendfile, splice) when it has one.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{c.Conn}, r)
+}
+
+// writerOnly hides every method but Write, so io.Copy cannot loop back
+// into ReadFrom.
+type writerOnly struct{ io.Writer }
