@@ -57,6 +57,9 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 	w := &waiter{n: n, kind: k, ready: make(chan struct{}, 1)}
 	g.link(w)
 	g.perKind[k].waiting.Add(1)
+	// Free slots held back from a big head waiter may go to us if the
+	// overtaking rule allows it.
+	g.grantLocked()
 	g.mu.Unlock()
 
 	start := time.Now()
