@@ -1,0 +1,143 @@
+package static
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultWorkLimit         = 16
+	DefaultCacheBytes        = 64 << 20
+	DefaultMaxCachedFileSize = 1 << 20
+	DefaultRevalidate        = time.Second
+	// GateName is the name of the gate that guards disk reads.
+	GateName = "disk"
+	// IndexFile is served for a directory URL ending in "/".
+	IndexFile = "index.html"
+)
+
+// Kinds of work the disk gate counts apart.
+const (
+	KindRead   = "read"   // a whole file read into the cache
+	KindStream = "stream" // a large file streamed to the client
+)
+
+// ErrInvalidConfig is wrapped by every error New returns for a bad Config.
+var ErrInvalidConfig = errors.New("static: invalid config")
+
+// Scope says where the disk gate takes its slot.
+type Scope uint8
+
+const (
+	// ScopeDisk (the zero Scope) takes a slot right before a file is read
+	// from disk and releases it right after. Cache hits, HEAD, 304, 404,
+	// 403 and redirects never touch the gate.
+	ScopeDisk Scope = iota
+	// ScopeRequest takes a slot for every request before the cache is
+	// looked up, and holds it until the response is written. This is the
+	// bug of seed 000, kept so that its cliff can be shown and tested:
+	// cache hits are refused once concurrency passes the work limit.
+	ScopeRequest
+)
+
+// String returns "disk" or "request".
+func (s Scope) String() string {
+	switch s {
+	case ScopeDisk:
+		return "disk"
+	case ScopeRequest:
+		return "request"
+	}
+	return fmt.Sprintf("scope(%d)", uint8(s))
+}
+
+// ParseScope parses "disk" or "request".
+func ParseScope(s string) (Scope, error) {
+	switch s {
+	case "disk":
+		return ScopeDisk, nil
+	case "request":
+		return ScopeRequest, nil
+	}
+	return 0, fmt.Errorf("%w: gate scope %q: want \"disk\" or \"request\"", ErrInvalidConfig, s)
+}
+
+// Config configures a Handler. The zero Config is valid: it serves the
+// built-in demo site with a 16-slot disk gate that refuses at once when
+// full, a 64 MiB cache of files up to 1 MiB revalidated every second,
+// large files streamed under the gate, and dotfiles hidden.
+type Config struct {
+	// Root is the directory to serve. Nothing outside it is reachable:
+	// it is opened with os.OpenRoot, so "..", absolute names and symbolic
+	// links that point outside are refused by the kernel-checked walk.
+	// Empty means FS, or the built-in demo site if FS is nil too.
+	Root string
+
+	// FS, when Root is empty, is the file system to serve instead of the
+	// demo site. It is also the hook for tests and benchmarks that need a
+	// slow disk: wrap a real FS so that Open or Read sleeps. Stat (through
+	// fs.Stat) is never gated; Open and Read are. Files with a zero
+	// modification time get no Last-Modified; their ETag is a hash of the
+	// content when the content is in memory, else absent.
+	FS fs.FS
+
+	// Dotfiles serves names with a component starting with "." (".env",
+	// ".git/config"). False (the zero value) answers them with 404, as if
+	// they did not exist.
+	Dotfiles bool
+
+	// WorkLimit is the number of slots of the "disk" gate: how many disk
+	// reads (and, with streams gated, large-file streams) may run at once.
+	// Zero means DefaultWorkLimit; negative is an error.
+	WorkLimit int64
+
+	// Queue is how many disk reads may wait for a slot when all are taken.
+	// Zero means none: a read that finds the gate full is refused at once
+	// with 503 (the seed's behaviour). Negative is an error.
+	Queue int
+
+	// MaxWait bounds the time a queued read waits before it is refused
+	// (reason wait_timeout). Zero means admit.DefaultMaxWait; negative
+	// means only the client's context ends the wait. Ignored without Queue.
+	MaxWait time.Duration
+
+	// CacheBytes bounds the bytes of file content held in memory. Zero
+	// means DefaultCacheBytes; negative turns the cache off (every GET
+	// reads the disk).
+	CacheBytes int64
+
+	// MaxCachedFileSize is the largest file read whole into the cache;
+	// larger files are streamed. Zero means DefaultMaxCachedFileSize;
+	// negative means every file is streamed. It is capped at CacheBytes.
+	MaxCachedFileSize int64
+
+	// Revalidate is how long a cached file is served without checking its
+	// size and modification time on disk (one stat, never gated). A file
+	// changed on disk is never served stale for longer than this. Zero
+	// means DefaultRevalidate; negative means check on every request.
+	Revalidate time.Duration
+
+	// UngatedStreams lets streams of large files run without a disk slot.
+	// False (the zero value, the seed's decision) makes a stream hold a
+	// slot for its whole duration: a stream is a disk read spread over
+	// time, and leaving it out lets slow clients pile up unbounded disk
+	// work. See the package documentation for the trade-off.
+	UngatedStreams bool
+
+	// Scope says where the slot is taken. The zero value, ScopeDisk, is the
+	// fix; ScopeRequest reproduces the seed's bug.
+	Scope Scope
+
+	// Observer, if not nil, sees every decision of the disk gate.
+	Observer admit.Observer
+
+	// Logger receives one line per unexpected failure (a read error, a
+	// file that changed while it was read). Nil means silent.
+	Logger *slog.Logger
+}

@@ -1,0 +1,289 @@
+package static
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+)
+
+// slot records whether a request holds a disk slot, so that a release
+// frees only what was taken (the seed's slot_held): a request that was
+// answered without the disk never gives back a slot it does not have.
+type slot struct{ p admit.Permit }
+
+// release ends the permit if one is held; it is safe to call on an empty
+// slot and releases at most once.
+func (s *slot) release(o admit.Outcome) {
+	if s.p.Held() {
+		s.p.Done(o)
+	}
+}
+
+// errAborted is returned by writes after diskResponse answered with a
+// refusal or an error instead of the file.
+var errAborted = errors.New("static: response replaced by a refusal or an error")
+
+// errChanged reports a file whose size changed between stat and read.
+var errChanged = errors.New("static: file changed while it was read")
+
+// diskResponse is both the ResponseWriter and the content that
+// serveDisk hands to http.ServeContent. ServeContent decides the status
+// from the request's headers and the file's metadata alone (Seek tells it
+// the size without reading). Only when it commits to sending a body (it
+// calls WriteHeader with 200 or 206 on a GET) does diskResponse take a
+// disk slot and touch the file: so HEAD, 304, 412 and 416 never take one.
+//
+// A small file is then read whole, under the slot, which is released right
+// after the read; the bytes go to the cache and to the client. A large
+// file is opened and streamed; with gated streams the slot is held until
+// ServeContent returns (finish).
+type diskResponse struct {
+	http.ResponseWriter
+	h       *Handler
+	r       *http.Request
+	key     string // URL path (cache key)
+	name    string // file name in the FS
+	size    int64  // from stat
+	modTime time.Time
+	etag    string
+	ctype   string
+	statAt  int64 // Handler.now() before the stat
+	stream  bool  // larger than the cache's file limit
+	reqHeld bool  // the request already holds a slot (ScopeRequest)
+
+	slot    slot
+	decided bool // WriteHeader was called
+	failed  bool // a refusal or an error was written instead of the file
+
+	off  int64   // read position, as ServeContent sees it
+	data []byte  // small file, once read
+	file fs.File // large file, once opened
+}
+
+// WriteHeader takes the slot and reads or opens the file when a body is
+// about to be sent; on refusal it writes the 503 instead.
+func (d *diskResponse) WriteHeader(code int) {
+	if d.decided {
+		d.ResponseWriter.WriteHeader(code)
+		return
+	}
+	d.decided = true
+	if (code == http.StatusOK || code == http.StatusPartialContent) && d.r.Method != http.MethodHead {
+		if !d.load() {
+			return
+		}
+	}
+	d.ResponseWriter.WriteHeader(code)
+}
+
+// load takes a slot right before the disk is touched and reads the small
+// file (releasing the slot right after) or opens the large one (keeping
+// the slot until finish). It reports false after writing a refusal or an
+// error in place of the file.
+func (d *diskResponse) load() bool {
+	needSlot := !d.reqHeld && (!d.stream || d.h.gateStreams)
+	if needSlot {
+		kind := d.h.kindRead
+		if d.stream {
+			kind = d.h.kindStream
+		}
+		var err error
+		if d.slot.p, err = d.h.gate.Acquire(d.r.Context(), kind); err != nil {
+			d.abort()
+			writeRefusal(d.ResponseWriter, err)
+			return false
+		}
+	}
+	if d.stream {
+		return d.open()
+	}
+	data, err := readWhole(d.h.fsys, d.name, d.size)
+	d.slot.release(outcomeOf(err))
+	if err != nil {
+		d.h.log.Warn("static: read failed", "name", d.name, "err", err)
+		d.abort()
+		http.Error(d.ResponseWriter, "500 internal server error: file could not be read, retry", http.StatusInternalServerError)
+		return false
+	}
+	d.data = data
+	d.h.cache.add(newEntry(d, data, d.statAt))
+	return true
+}
+
+// open opens a large file for streaming and moves to ServeContent's
+// position.
+func (d *diskResponse) open() bool {
+	f, err := d.h.fsys.Open(d.name)
+	if err == nil {
+		err = seekTo(f, d.off)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		d.h.log.Warn("static: open failed", "name", d.name, "err", err)
+		d.abort()
+		http.Error(d.ResponseWriter, "500 internal server error: file could not be opened, retry", http.StatusInternalServerError)
+		return false
+	}
+	d.file = f
+	return true
+}
+
+// finish closes a streamed file and releases its slot, if held. A stream
+// that ended early (client gone) is recorded as canceled.
+func (d *diskResponse) finish() {
+	if d.file != nil {
+		d.file.Close()
+	}
+	o := admit.OutcomeOK
+	if d.r.Context().Err() != nil {
+		o = admit.OutcomeCanceled
+	}
+	d.slot.release(o)
+}
+
+// abort marks the response as replaced and removes the file headers
+// ServeContent had set, so a refusal or an error is not described as
+// the file.
+func (d *diskResponse) abort() {
+	d.failed = true
+	hdr := d.ResponseWriter.Header()
+	for _, k := range [...]string{"Content-Length", "Content-Range", "Content-Type", "Accept-Ranges", "Last-Modified", "Etag"} {
+		delete(hdr, k)
+	}
+}
+
+func (d *diskResponse) Write(b []byte) (int, error) {
+	if !d.decided {
+		d.WriteHeader(http.StatusOK)
+	}
+	if d.failed {
+		return 0, errAborted
+	}
+	return d.ResponseWriter.Write(b)
+}
+
+// ReadFrom lets ServeContent's copy of a single range reach the
+// connection's sendfile for a streamed *os.File, and write a small file's
+// bytes in one Write.
+func (d *diskResponse) ReadFrom(src io.Reader) (int64, error) {
+	if !d.decided {
+		d.WriteHeader(http.StatusOK)
+	}
+	if d.failed {
+		return 0, errAborted
+	}
+	if lr, ok := src.(*io.LimitedReader); ok && lr.R == io.Reader(d) {
+		switch {
+		case d.data != nil:
+			end := min(d.off+lr.N, int64(len(d.data)))
+			n, err := d.ResponseWriter.Write(d.data[d.off:end])
+			d.off += int64(n)
+			lr.N -= int64(n)
+			return int64(n), err
+		case d.file != nil:
+			if rf, ok := d.ResponseWriter.(io.ReaderFrom); ok {
+				n, err := rf.ReadFrom(&io.LimitedReader{R: d.file, N: lr.N})
+				d.off += n
+				lr.N -= n
+				return n, err
+			}
+		}
+	}
+	return io.Copy(writerOnly{d}, src)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (d *diskResponse) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+// Read serves the content after load; before it (or after a refusal)
+// there is nothing to read.
+func (d *diskResponse) Read(p []byte) (int, error) {
+	switch {
+	case d.data != nil:
+		if d.off >= int64(len(d.data)) {
+			return 0, io.EOF
+		}
+		n := copy(p, d.data[d.off:])
+		d.off += int64(n)
+		return n, nil
+	case d.file != nil:
+		n, err := d.file.Read(p)
+		d.off += int64(n)
+		return n, err
+	}
+	return 0, errAborted
+}
+
+// Seek moves the read position; before load it only records it.
+func (d *diskResponse) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += d.off
+	case io.SeekEnd:
+		offset += d.size
+	default:
+		return 0, errors.New("static: seek: invalid whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("static: seek: negative position")
+	}
+	if d.file != nil {
+		if err := seekTo(d.file, offset); err != nil {
+			return 0, err
+		}
+	}
+	d.off = offset
+	return offset, nil
+}
+
+// seekTo positions f at off; files that cannot seek are read forward.
+func seekTo(f fs.File, off int64) error {
+	if s, ok := f.(io.Seeker); ok {
+		_, err := s.Seek(off, io.SeekStart)
+		return err
+	}
+	if off == 0 {
+		return nil
+	}
+	_, err := io.CopyN(io.Discard, f, off)
+	return err
+}
+
+// readWhole reads a file of the given size. A file that is now shorter or
+// longer than its stat said is an error (errChanged): its headers were
+// already computed from the stat.
+func readWhole(fsys fs.FS, name string, size int64) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, size+1)
+	n, err := io.ReadFull(f, buf)
+	switch {
+	case int64(n) != size:
+		return nil, errChanged
+	case err == nil: // one byte more than the stat said
+		return nil, errChanged
+	case err != io.ErrUnexpectedEOF && err != io.EOF:
+		return nil, err
+	}
+	return buf[:size:size], nil
+}
+
+func outcomeOf(err error) admit.Outcome {
+	if err != nil {
+		return admit.OutcomeError
+	}
+	return admit.OutcomeOK
+}
+
+// writerOnly hides diskResponse's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }

@@ -1,0 +1,87 @@
+// Package static serves files with the one expensive step — reading a
+// file from disk — behind an admission gate, and everything else
+// (cache hits, HEAD, 304, 404, 403, redirects) without it.
+//
+// # The problem it fixes
+//
+// Seed 000 describes a static server whose work limit counted requests
+// instead of disk reads: the slot was taken before the cache was looked
+// up, so once concurrency passed the limit (16) requests for files already
+// in memory — nearly all of them — were refused with 503. Throughput fell
+// from 44k to 4k requests/s at concurrency 200, with 92% refusals, on a
+// server with an idle disk. The gate meant to bound concurrent disk reads
+// was bounding concurrent requests.
+//
+// # Goals
+//
+//   - A slot is taken right before the disk is read and released right
+//     after. A request that does not read the disk never touches the gate:
+//     its counters (offered, admitted, rejected) do not move.
+//   - A request releases only the slot it took (slot.release checks that
+//     a permit is held), exactly once.
+//   - Large files stream. A stream is a disk read spread over time, so by
+//     default it holds a slot for its whole duration (see the trade-off).
+//   - Correct HTTP for files; no path leaves the root.
+//   - The cache-hit path is as cheap as a map lookup and a Write.
+//
+// # Parts
+//
+// resolvePath turns a URL path into a name for an fs.FS, refusing ".."
+// (400), NUL and backslashes (400), hiding dotfiles (404) and redirecting
+// non-canonical paths ("//", "/./") to their cleaned form. The name is
+// then opened through os.Root (Config.Root), which refuses absolute names,
+// ".." and symbolic links that lead outside the directory, so the path
+// check is the first of two walls.
+//
+// A byte-bounded LRU (hashicorp/golang-lru's simplelru under one mutex,
+// with its own byte count) holds the content of files up to
+// MaxCachedFileSize, with the response headers prebuilt. An entry is
+// served without looking at the disk for Revalidate after it was last
+// checked; after that, one stat (never gated: it reads no content)
+// confirms size and modification time, or drops the entry.
+//
+// A cache miss is answered by http.ServeContent, which owns the rules for
+// conditional requests and ranges, over a diskResponse: a value that is
+// both the ResponseWriter and the content. ServeContent decides the status
+// from headers and the stat alone; only when it commits to sending a body
+// (WriteHeader 200 or 206 on a GET) does diskResponse take the slot and
+// open the file. That is where "a HEAD or a 304 never takes a slot" comes
+// from, without a second copy of the precondition logic. A plain GET or
+// HEAD on a cached file skips ServeContent and writes the prebuilt headers
+// directly; conditional and range requests on cached files go through
+// ServeContent over a bytes.Reader.
+//
+// # Where the slot is taken
+//
+//	request ─ resolvePath ─┬─ 400 / 404 (hidden) / 301 (non-canonical)
+//	                       ├─ cache hit, fresh ──────────────── 200/206/304 from memory
+//	                       └─ stat ─┬─ 404 / 403 / 301 (directory without "/")
+//	                                └─ ServeContent ─┬─ HEAD, 304, 412, 416: headers only
+//	                                                 └─ body: ▶ slot ▶ read (≤ MaxCachedFileSize) ◀ release
+//	                                                          ▶ slot ▶ stream ... ◀ release at the end
+//
+// Config.Scope = ScopeRequest moves the slot to the top of ServeHTTP, in
+// front of the cache: the seed's bug, kept so that its cliff can be
+// measured and its tests can tell the two apart.
+//
+// # Trade-off: streams hold a slot
+//
+// A file larger than MaxCachedFileSize is never cached, so every request
+// for it reads the disk, for as long as the client takes to receive it.
+// Gating streams (the default) bounds concurrent disk work, including the
+// case where slow clients hold many streams open; the price is that a few
+// slow downloads can occupy every slot and turn small cold reads away with
+// 503 until they end. UngatedStreams removes that price and the bound. The
+// seed kept streams gated ("the only member removed from the covered set is
+// the cache hit"); so does the default here. Operators who serve large
+// files to slow clients should raise WorkLimit or set a Queue and MaxWait,
+// or ungate streams and bound connections instead (package connlimit).
+//
+// # Usage
+//
+//	h, err := static.New(static.Config{Root: "/srv/www", WorkLimit: 16})
+//	if err != nil { ... }
+//	defer h.Close()
+//	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: h}
+//	// h.Gate() feeds metrics and /state; h.Stats() reports the cache.
+package static

@@ -1,0 +1,284 @@
+package static_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/static"
+)
+
+// The seed's pair: with the only disk slot held, a cold file is refused
+// and, at the same moment, a hot file is served. Either half alone cannot
+// tell "hits bypass the gate" from "the gate is broken".
+func TestHotServedWhileColdRefused(t *testing.T) {
+	dir := writeTree(t, map[string]string{"hot.txt": "hot body\n", "cold.txt": "cold body\n"})
+	s := serveDir(t, dir, static.Config{WorkLimit: 1})
+	g := s.h.Gate()
+
+	if r := s.get(t, "/hot.txt"); r.status != http.StatusOK || r.body != "hot body\n" {
+		t.Fatalf("warming hot.txt: %d %q", r.status, r.body)
+	}
+	before := g.Stats()
+
+	release := holdSlots(t, g)
+	cold := s.get(t, "/cold.txt")
+	hot := s.get(t, "/hot.txt")
+	after := g.Stats()
+	release()
+
+	if cold.status != http.StatusServiceUnavailable {
+		t.Errorf("cold file with the only slot held: status %d, want 503", cold.status)
+	}
+	if ra, err := strconv.Atoi(cold.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("cold refusal: Retry-After %q, want a positive integer", cold.header.Get("Retry-After"))
+	}
+	var body struct{ Error, Gate, Reason string }
+	if err := json.Unmarshal([]byte(cold.body), &body); err != nil || body.Error != "BUSY" || body.Gate != "disk" || body.Reason != "full" {
+		t.Errorf("cold refusal body %q (%v), want BUSY/disk/full", cold.body, err)
+	}
+	if cold.header.Get("Content-Type") != "application/json" || cold.header.Get("Etag") != "" || cold.header.Get("Last-Modified") != "" {
+		t.Errorf("cold refusal headers describe the file: %v", cold.header)
+	}
+	if hot.status != http.StatusOK || hot.body != "hot body\n" {
+		t.Errorf("hot file with the only slot held: %d %q, want 200 with its body", hot.status, hot.body)
+	}
+	if got := after.Rejected.Total() - before.Rejected.Total(); got != 1 {
+		t.Errorf("refusals during the pair: %d, want exactly 1 (the cold file)", got)
+	}
+	if got := after.Offered - before.Offered - 1; got != 1 {
+		t.Errorf("offered during the pair (besides the test's own slot): %d, want 1", got)
+	}
+	// And once the slot is back, the cold file is served.
+	if r := s.get(t, "/cold.txt"); r.status != http.StatusOK || r.body != "cold body\n" {
+		t.Errorf("cold file after release: %d %q", r.status, r.body)
+	}
+}
+
+// Five different cold files in a row with one slot: each read must give
+// its slot back, or the second is refused. (Five requests for the same file
+// would pass on a leaking gate: after the first, all are hits.)
+func TestSlotReleasedAfterEveryRead(t *testing.T) {
+	files := map[string]string{}
+	for i := range 5 {
+		files[fmt.Sprintf("cold%d.txt", i)] = strings.Repeat(strconv.Itoa(i), 100+i)
+	}
+	s := serveDir(t, writeTree(t, files), static.Config{WorkLimit: 1})
+	for i := range 5 {
+		name := fmt.Sprintf("cold%d.txt", i)
+		if r := s.get(t, "/"+name); r.status != http.StatusOK || r.body != files[name] {
+			t.Fatalf("cold file %d of 5: status %d, body %d bytes", i+1, r.status, len(r.body))
+		}
+		if in := s.h.Gate().InUse(); in != 0 {
+			t.Fatalf("after cold file %d: %d slots still held", i+1, in)
+		}
+	}
+	st := s.h.Gate().Stats()
+	if st.Admitted != 5 || st.Rejected.Total() != 0 || st.Completed[admit.OutcomeOK] != 5 {
+		t.Errorf("stats after five cold reads: admitted %d, rejected %d, ok %d; want 5, 0, 5",
+			st.Admitted, st.Rejected.Total(), st.Completed[admit.OutcomeOK])
+	}
+	if hits := s.h.Stats(); hits.Entries != 5 {
+		t.Errorf("cache holds %d entries, want 5", hits.Entries)
+	}
+}
+
+// Requests that never read file content never reach the gate.
+func TestCheapAnswersNeverTouchTheGate(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"cold.txt":       "cold",
+		"big.bin":        strings.Repeat("b", 5000),
+		"dir/index.html": "<p>dir</p>",
+		"noindex/a.txt":  "a",
+		".secret":        "s",
+		"locked/x.txt":   "x",
+		"index.html":     "<p>root</p>",
+	})
+	if err := os.Chmod(filepath.Join(dir, "locked"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(dir, "locked"), 0o755) })
+	s := serveDir(t, dir, static.Config{WorkLimit: 1, MaxCachedFileSize: 1000})
+	// Learn validators without a body (HEAD never reads).
+	head := s.do(t, http.MethodHead, "/cold.txt")
+	etag, lastMod := head.header.Get("Etag"), head.header.Get("Last-Modified")
+	bigTag := s.do(t, http.MethodHead, "/big.bin").header.Get("Etag")
+	if etag == "" || lastMod == "" || bigTag == "" {
+		t.Fatalf("HEAD gave no validators: %v", head.header)
+	}
+
+	cases := []struct {
+		name, method, path string
+		hdr                []string
+		want               int
+	}{
+		{"HEAD cold", http.MethodHead, "/cold.txt", nil, 200},
+		{"HEAD stream", http.MethodHead, "/big.bin", nil, 200},
+		{"HEAD index", http.MethodHead, "/dir/", nil, 200},
+		{"304 If-None-Match", http.MethodGet, "/cold.txt", []string{"If-None-Match", etag}, 304},
+		{"304 If-Modified-Since", http.MethodGet, "/cold.txt", []string{"If-Modified-Since", lastMod}, 304},
+		{"304 stream", http.MethodGet, "/big.bin", []string{"If-None-Match", bigTag}, 304},
+		{"412 If-Match", http.MethodGet, "/cold.txt", []string{"If-Match", `"other"`}, 412},
+		{"416 range", http.MethodGet, "/cold.txt", []string{"Range", "bytes=100-200"}, 416},
+		{"404 missing", http.MethodGet, "/missing.txt", nil, 404},
+		{"404 dotfile", http.MethodGet, "/.secret", nil, 404},
+		{"404 file as dir", http.MethodGet, "/cold.txt/", nil, 404},
+		{"403 no index", http.MethodGet, "/noindex/", nil, 403},
+		{"301 directory", http.MethodGet, "/dir", nil, 301},
+		{"301 non-canonical", http.MethodGet, "//cold.txt", nil, 301},
+		{"405 POST", http.MethodPost, "/cold.txt", nil, 405},
+	}
+	if os.Geteuid() != 0 { // root reads anything: no 403 to provoke
+		cases = append(cases, struct {
+			name, method, path string
+			hdr                []string
+			want               int
+		}{"403 permission", http.MethodGet, "/locked/x.txt", nil, 403})
+	}
+	release := holdSlots(t, s.h.Gate()) // a request that did take a slot would now get 503
+	defer release()
+	offered := s.h.Gate().Stats().Offered
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := s.do(t, c.method, c.path, c.hdr...)
+			if r.status != c.want {
+				t.Errorf("%s %s: status %d, want %d (body %q)", c.method, c.path, r.status, c.want, r.body)
+			}
+			if got := s.h.Gate().Stats().Offered; got != offered {
+				t.Errorf("%s %s reached the gate (offered %d -> %d)", c.method, c.path, offered, got)
+			}
+		})
+	}
+}
+
+// A file over MaxCachedFileSize streams and, by default, is gated; it holds
+// its slot for the whole stream.
+func TestStreamHoldsSlotForItsDuration(t *testing.T) {
+	big := strings.Repeat("0123456789", 20_000)
+	dir := writeTree(t, map[string]string{"big.bin": big, "small.txt": "small"})
+	slow := &slowFS{FS: os.DirFS(dir), match: "big", readGate: make(chan struct{})}
+	s := serveDir(t, dir, static.Config{FS: slow, WorkLimit: 1, MaxCachedFileSize: 1024})
+
+	// Refused while the only slot is taken.
+	release := holdSlots(t, s.h.Gate())
+	if r := s.get(t, "/big.bin"); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("stream with the only slot held: %d, want 503", r.status)
+	}
+	release()
+
+	// Served while it holds the slot: a small cold file is refused meanwhile.
+	done := s.async(t, "/big.bin")
+	slow.readGate <- struct{}{} // the stream is inside its first Read
+	if in := s.h.Gate().InUse(); in != 1 {
+		t.Errorf("during the stream: %d slots in use, want 1", in)
+	}
+	if r := s.get(t, "/small.txt"); r.status != http.StatusServiceUnavailable {
+		t.Errorf("small cold file during the stream: %d, want 503 (the stream holds the slot)", r.status)
+	}
+	close(slow.readGate)
+	r := <-done
+	if r.status != http.StatusOK || r.body != big {
+		t.Fatalf("stream: status %d, %d bytes, want 200 and %d bytes", r.status, len(r.body), len(big))
+	}
+	st := s.h.Gate().Stats()
+	if k := st.Kinds[s.h.Gate().Kind(static.KindStream)]; k.Admitted != 1 || k.Rejected.Total() != 1 {
+		t.Errorf("stream kind: admitted %d, rejected %d; want 1 and 1", k.Admitted, k.Rejected.Total())
+	}
+	if e := s.h.Stats().Entries; e != 0 {
+		t.Errorf("a streamed file was cached (%d entries)", e)
+	}
+}
+
+// With UngatedStreams, a large file streams without a slot.
+func TestUngatedStreams(t *testing.T) {
+	big := strings.Repeat("x", 10_000)
+	s := serveDir(t, writeTree(t, map[string]string{"big.bin": big, "small.txt": "s"}),
+		static.Config{WorkLimit: 1, MaxCachedFileSize: 1024, UngatedStreams: true})
+	release := holdSlots(t, s.h.Gate())
+	defer release()
+	offered := s.h.Gate().Stats().Offered
+	if r := s.get(t, "/big.bin"); r.status != http.StatusOK || r.body != big {
+		t.Errorf("ungated stream with the slot held: %d (%d bytes), want 200", r.status, len(r.body))
+	}
+	if r := s.get(t, "/small.txt"); r.status != http.StatusServiceUnavailable {
+		t.Errorf("small cold file with the slot held: %d, want 503 (reads stay gated)", r.status)
+	}
+	if got := s.h.Gate().Stats().Offered - offered; got != 1 {
+		t.Errorf("offered %d, want 1 (the small file only)", got)
+	}
+}
+
+// ScopeRequest is the seed's bug: a hit is refused when the slot is taken.
+func TestRequestScopeRefusesHits(t *testing.T) {
+	s := serveDir(t, writeTree(t, map[string]string{"hot.txt": "hot"}), static.Config{WorkLimit: 1, Scope: static.ScopeRequest})
+	if r := s.get(t, "/hot.txt"); r.status != 200 {
+		t.Fatalf("warming: %d", r.status)
+	}
+	if r := s.get(t, "/missing"); r.status != 404 {
+		t.Fatalf("missing: %d", r.status)
+	}
+	release := holdSlots(t, s.h.Gate())
+	r := s.get(t, "/hot.txt")
+	release()
+	if r.status != http.StatusServiceUnavailable {
+		t.Errorf("request scope, hot file, slot held: %d, want 503 (the cliff)", r.status)
+	}
+	// Every request went through the gate, hit or 404, and only once each.
+	st := s.h.Gate().Stats()
+	if st.Offered != 4 || st.Kinds[s.h.Gate().Kind(static.KindRead)].Offered != 3 {
+		t.Errorf("offered %d (read %d), want 4 (3 requests + the test's slot)", st.Offered, st.Kinds[s.h.Gate().Kind(static.KindRead)].Offered)
+	}
+}
+
+// A queued read waits for a slot and gets it when one is released.
+func TestQueuedReadGetsReleasedSlot(t *testing.T) {
+	dir := writeTree(t, map[string]string{"a.txt": "aaa", "b.txt": "bbb"})
+	slow := &slowFS{FS: os.DirFS(dir), match: "a.txt", readGate: make(chan struct{})}
+	s := serveDir(t, dir, static.Config{FS: slow, WorkLimit: 1, Queue: 1, MaxWait: -1})
+	first := s.async(t, "/a.txt")
+	slow.readGate <- struct{}{} // a.txt holds the only slot, inside Read
+	second := s.async(t, "/b.txt")
+	eventually(t, "the second read to queue", func() bool { return s.h.Gate().Stats().Waiting == 1 })
+	close(slow.readGate)
+	if r := <-first; r.status != 200 || r.body != "aaa" {
+		t.Errorf("first: %d %q", r.status, r.body)
+	}
+	if r := <-second; r.status != 200 || r.body != "bbb" {
+		t.Errorf("queued second: %d %q", r.status, r.body)
+	}
+	if st := s.h.Gate().Stats(); st.Admitted != 2 || st.Rejected.Total() != 0 {
+		t.Errorf("admitted %d rejected %d, want 2 and 0", st.Admitted, st.Rejected.Total())
+	}
+}
+
+// Shutdown: after Close the gate refuses with reason closed; hits still work.
+func TestClosedGateRefusesReadsNotHits(t *testing.T) {
+	dir := writeTree(t, map[string]string{"hot.txt": "hot", "cold.txt": "cold"})
+	h, err := static.New(static.Config{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &site{h: h}
+	s.srv = newServer(h)
+	defer s.srv.Close()
+	s.client = s.srv.Client()
+	if r := s.get(t, "/hot.txt"); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	h.Gate().Close()
+	if r := s.get(t, "/cold.txt"); r.status != 503 || !strings.Contains(r.body, `"closed"`) || !r.close {
+		t.Errorf("cold after close: %d %q %v", r.status, r.body, r.header)
+	}
+	if r := s.get(t, "/hot.txt"); r.status != 200 || r.body != "hot" {
+		t.Errorf("hot after close: %d %q", r.status, r.body)
+	}
+	if err := h.Close(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,401 @@
+package static
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+)
+
+// Handler serves files with disk reads behind the "disk" gate. It is an
+// http.Handler; all methods are safe for concurrent use. Create it with
+// New and Close it when the server has stopped.
+type Handler struct {
+	fsys        fs.FS
+	root        *os.Root // nil unless Config.Root was given
+	gate        *admit.Gate
+	kindRead    admit.Kind
+	kindStream  admit.Kind
+	cache       *cache // nil when the cache is off
+	maxCached   int64  // files up to this size are read whole; larger ones stream
+	revalidate  time.Duration
+	gateStreams bool
+	scope       Scope
+	dotfiles    bool
+	log         *slog.Logger
+	epoch       time.Time
+	// hashETags holds content-hash ETags for files without a modification
+	// time (the embedded demo site), by name. Read-only after New.
+	hashETags map[string]string
+
+	hdrAcceptRanges []string // shared, len == cap
+
+	hits, misses atomic.Uint64
+}
+
+// New returns a Handler configured by cfg, or an error wrapping
+// ErrInvalidConfig (or the error opening Config.Root).
+func New(cfg Config) (*Handler, error) {
+	h := &Handler{
+		fsys:            cfg.FS,
+		dotfiles:        cfg.Dotfiles,
+		gateStreams:     !cfg.UngatedStreams,
+		scope:           cfg.Scope,
+		log:             cfg.Logger,
+		epoch:           time.Now(),
+		hdrAcceptRanges: []string{"bytes"},
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Scope != ScopeDisk && cfg.Scope != ScopeRequest {
+		return nil, fmt.Errorf("%w: unknown gate scope %d", ErrInvalidConfig, cfg.Scope)
+	}
+	if cfg.WorkLimit < 0 {
+		return nil, fmt.Errorf("%w: negative work limit %d", ErrInvalidConfig, cfg.WorkLimit)
+	}
+	if cfg.Queue < 0 {
+		return nil, fmt.Errorf("%w: negative queue %d", ErrInvalidConfig, cfg.Queue)
+	}
+	cacheBytes := cfg.CacheBytes
+	switch {
+	case cacheBytes == 0:
+		cacheBytes = DefaultCacheBytes
+	case cacheBytes > 0:
+	default:
+		cacheBytes = 0
+	}
+	h.maxCached = cfg.MaxCachedFileSize
+	switch {
+	case h.maxCached == 0:
+		h.maxCached = DefaultMaxCachedFileSize
+	case h.maxCached < 0:
+		h.maxCached = -1 // every file streams
+	}
+	if cacheBytes > 0 {
+		h.maxCached = min(h.maxCached, cacheBytes)
+		h.cache = newCache(cacheBytes)
+	} else {
+		// Without a cache, small files are still read whole (one gated
+		// read, one Write), they are just not kept.
+		h.maxCached = min(h.maxCached, DefaultMaxCachedFileSize)
+	}
+	h.revalidate = cfg.Revalidate
+	if h.revalidate == 0 {
+		h.revalidate = DefaultRevalidate
+	}
+
+	gate, err := admit.New(admit.Config{
+		Name:       GateName,
+		Capacity:   cfg.WorkLimit,
+		MaxWaiters: cfg.Queue,
+		MaxWait:    cfg.MaxWait,
+		Kinds:      []string{KindRead, KindStream},
+		Observer:   cfg.Observer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	h.gate = gate
+	h.kindRead, h.kindStream = gate.Kind(KindRead), gate.Kind(KindStream)
+
+	switch {
+	case cfg.Root != "":
+		root, err := os.OpenRoot(cfg.Root)
+		if err != nil {
+			return nil, fmt.Errorf("static: open root: %w", err)
+		}
+		if fi, err := root.Stat("."); err != nil || !fi.IsDir() {
+			root.Close()
+			return nil, fmt.Errorf("%w: root %q is not a readable directory", ErrInvalidConfig, cfg.Root)
+		}
+		h.root, h.fsys = root, root.FS()
+	case cfg.FS == nil:
+		h.fsys = DemoFS()
+		h.hashETags, err = contentETags(h.fsys)
+		if err != nil {
+			return nil, fmt.Errorf("static: demo site: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// Gate returns the "disk" gate, for metrics and state pages.
+func (h *Handler) Gate() *admit.Gate { return h.gate }
+
+// Close closes the gate (reads still in flight finish; new ones are
+// refused with reason closed) and the root directory. Call it after the
+// server has shut down.
+func (h *Handler) Close() error {
+	h.gate.Close()
+	if h.root != nil {
+		return h.root.Close()
+	}
+	return nil
+}
+
+// Stats is a snapshot of the cache's counters.
+type Stats struct {
+	Hits      uint64 // requests answered from memory
+	Misses    uint64 // requests that found no fresh entry and went to disk metadata
+	Evictions uint64 // entries dropped to make room
+	Entries   int    // entries held
+	Bytes     int64  // content bytes held
+}
+
+// Stats returns the cache's counters.
+func (h *Handler) Stats() Stats {
+	s := Stats{Hits: h.hits.Load(), Misses: h.misses.Load()}
+	if h.cache != nil {
+		s.Evictions = h.cache.evictions.Load()
+		s.Entries, s.Bytes = h.cache.usage()
+	}
+	return s
+}
+
+// ServeHTTP answers GET and HEAD; other methods get 405.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "405 method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if h.scope == ScopeRequest {
+		// The seed's bug, on purpose: the slot is taken before the cache is
+		// looked up, so cache hits queue behind (or are refused by) disk work.
+		var s slot
+		var err error
+		if s.p, err = h.gate.Acquire(r.Context(), h.kindRead); err != nil {
+			writeRefusal(w, err)
+			return
+		}
+		defer s.release(admit.OutcomeOK)
+		h.serve(w, r, true)
+		return
+	}
+	h.serve(w, r, false)
+}
+
+// serve answers a GET or HEAD. reqHeld is true when the request already
+// holds a slot (ScopeRequest), so the disk step must not take another.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, reqHeld bool) {
+	name, dirSlash, v := resolvePath(r.URL.Path, h.dotfiles)
+	switch v {
+	case pathBad:
+		http.Error(w, "400 bad request: invalid path", http.StatusBadRequest)
+		return
+	case pathHidden:
+		notFound(w)
+		return
+	case pathNonCanon:
+		http.Redirect(w, r, canonicalURL(r.URL.Path, r.URL.RawQuery), http.StatusMovedPermanently)
+		return
+	}
+	if e := h.cache.get(r.URL.Path); e != nil && h.fresh(e) {
+		h.hits.Add(1)
+		h.serveEntry(w, r, e)
+		return
+	}
+	h.misses.Add(1)
+	h.serveDisk(w, r, name, dirSlash, reqHeld)
+}
+
+// now is the monotonic time since the handler was made, in nanoseconds.
+func (h *Handler) now() int64 { return int64(time.Since(h.epoch)) }
+
+// fresh reports whether e may be served: it was checked against the disk
+// within the revalidation interval, or a stat (never gated: no content is
+// read) shows the same size and modification time. A changed entry is
+// dropped from the cache.
+func (h *Handler) fresh(e *entry) bool {
+	now := h.now()
+	if h.revalidate > 0 && now-e.checked.Load() < int64(h.revalidate) {
+		return true
+	}
+	fi, err := fs.Stat(h.fsys, e.name)
+	if err == nil && fi.Mode().IsRegular() && fi.Size() == e.size && fi.ModTime().Equal(e.modTime) {
+		e.checked.Store(now)
+		return true
+	}
+	h.cache.remove(e.key, e)
+	return false
+}
+
+// serveEntry answers from memory. A plain GET or HEAD (no Range, no
+// condition) is written directly with the entry's prebuilt headers; the
+// rest goes through http.ServeContent, which owns the precondition and
+// range rules (RFC 9110 §13, §14).
+func (h *Handler) serveEntry(w http.ResponseWriter, r *http.Request, e *entry) {
+	hdr := w.Header()
+	hdr["Content-Type"] = e.hdrType
+	hdr["Accept-Ranges"] = h.hdrAcceptRanges
+	if e.hdrModified != nil {
+		hdr["Last-Modified"] = e.hdrModified
+	}
+	if e.hdrETag != nil {
+		hdr["Etag"] = e.hdrETag
+	}
+	if plain(r.Header) {
+		hdr["Content-Length"] = e.hdrLength
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			w.Write(e.data)
+		}
+		return
+	}
+	http.ServeContent(w, r, "", e.modTime, bytes.NewReader(e.data))
+}
+
+// plain reports whether a request has no header that can change the
+// status or the body of a file response.
+func plain(h http.Header) bool {
+	return len(h["Range"]) == 0 && len(h["If-None-Match"]) == 0 && len(h["If-Modified-Since"]) == 0 &&
+		len(h["If-Match"]) == 0 && len(h["If-Unmodified-Since"]) == 0 && len(h["If-Range"]) == 0
+}
+
+// serveDisk answers a request the cache could not: it looks the name up
+// (stat only, never gated), answers redirects, 404 and 403 itself, and
+// leaves the rest to http.ServeContent through a diskResponse, which takes
+// the slot only if ServeContent decides to send a body.
+func (h *Handler) serveDisk(w http.ResponseWriter, r *http.Request, name string, dirSlash, reqHeld bool) {
+	statAt := h.now()
+	fi, err := fs.Stat(h.fsys, name)
+	if err != nil {
+		h.statError(w, name, err)
+		return
+	}
+	if fi.IsDir() {
+		if !dirSlash { // "/docs" -> "/docs/", as nginx and FileServer do
+			http.Redirect(w, r, locationFor(r.URL.Path+"/", r.URL.RawQuery), http.StatusMovedPermanently)
+			return
+		}
+		name = path.Join(name, IndexFile)
+		if fi, err = fs.Stat(h.fsys, name); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir()) {
+			forbidden(w) // a directory without an index: no listings
+			return
+		} else if err != nil {
+			h.statError(w, name, err)
+			return
+		}
+	} else if dirSlash {
+		notFound(w) // "/file.css/": a file is not a directory (nginx agrees)
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		forbidden(w) // devices, sockets, pipes
+		return
+	}
+
+	d := &diskResponse{
+		ResponseWriter: w,
+		h:              h,
+		r:              r,
+		key:            r.URL.Path,
+		name:           name,
+		size:           fi.Size(),
+		modTime:        fi.ModTime(),
+		etag:           h.etagFor(name, fi),
+		ctype:          contentType(name),
+		statAt:         statAt,
+		stream:         fi.Size() > h.maxCached,
+		reqHeld:        reqHeld,
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", d.ctype)
+	if d.etag != "" {
+		hdr.Set("Etag", d.etag)
+	}
+	defer d.finish()
+	http.ServeContent(d, r, "", d.modTime, d)
+}
+
+// statError answers a failed lookup: 403 when permission is denied, else
+// 404. A symbolic link that points outside the root, a name below a file
+// and a name that does not exist all look the same to the client.
+func (h *Handler) statError(w http.ResponseWriter, name string, err error) {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		forbidden(w)
+	case errors.Is(err, fs.ErrNotExist):
+		notFound(w)
+	default:
+		h.log.Debug("static: stat failed", "name", name, "err", err)
+		notFound(w)
+	}
+}
+
+func notFound(w http.ResponseWriter)  { http.Error(w, "404 page not found", http.StatusNotFound) }
+func forbidden(w http.ResponseWriter) { http.Error(w, "403 forbidden", http.StatusForbidden) }
+
+// etagFor is a strong validator: the modification time in nanoseconds and
+// the size, in hex (nginx uses seconds; nanoseconds also catch two writes
+// within one second). Files without a modification time use a content hash
+// computed in New, if any.
+func (h *Handler) etagFor(name string, fi fs.FileInfo) string {
+	if t := fi.ModTime(); !t.IsZero() {
+		return `"` + strconv.FormatInt(t.UnixNano(), 16) + "-" + strconv.FormatInt(fi.Size(), 16) + `"`
+	}
+	return h.hashETags[name]
+}
+
+// contentType maps the extension to a media type; unknown extensions get
+// application/octet-stream (nginx's default_type). Content is never
+// sniffed: sniffing needs a read, and a HEAD or a 304 must not read.
+func contentType(name string) string {
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// contentETags hashes every regular file of fsys (a small, immutable tree:
+// the embedded demo site) into a strong ETag.
+func contentETags(fsys fs.FS) (map[string]string, error) {
+	tags := map[string]string{}
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := fsys.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sum := fnv.New64a()
+		if _, err := io.Copy(sum, f); err != nil {
+			return err
+		}
+		tags[name] = `"h-` + strconv.FormatUint(sum.Sum64(), 16) + `"`
+		return nil
+	})
+	return tags, err
+}
+
+// newEntry builds a cache entry and its prebuilt headers.
+func newEntry(d *diskResponse, data []byte, checked int64) *entry {
+	e := &entry{
+		key: d.key, name: d.name, data: data, size: int64(len(data)), modTime: d.modTime, etag: d.etag,
+		hdrType:   []string{d.ctype},
+		hdrLength: []string{strconv.Itoa(len(data))},
+	}
+	if !d.modTime.IsZero() {
+		e.hdrModified = []string{d.modTime.UTC().Format(http.TimeFormat)}
+	}
+	if d.etag != "" {
+		e.hdrETag = []string{d.etag}
+	}
+	e.checked.Store(checked)
+	return e
+}
