@@ -91,11 +91,20 @@ var labelRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,64}$`)
 // slots. All methods are safe for concurrent use. See the package
 // documentation for the model and the invariants it keeps.
 type Gate struct {
-	// Hot fields, touched on every admission.
-	state    atomic.Uint64 // low usedBits: slots in use; the rest: completions mod 2^44
-	capacity atomic.Int64  // slots; -1 once closed
-	nwait    atomic.Int64  // callers in Acquire not yet decided (queued or granted, not taken up)
-	peak     atomic.Int64  // most slots ever in use at once
+	// state is written by every admission and release; it sits alone on
+	// its cache line so that the read-mostly fields below stay shared
+	// between cores instead of bouncing with it.
+	_     [64]byte
+	state atomic.Uint64 // low usedBits: slots in use; the rest: completions mod 2^44
+	_     [56]byte
+
+	// Read on every admission, written rarely.
+	capacity atomic.Int64 // slots; -1 once closed
+	nwait    atomic.Int64 // callers in Acquire not yet decided (queued or granted, not taken up)
+	peak     atomic.Int64 // most slots ever in use at once
+	timed    bool
+	obs      Observer
+	_        [64]byte
 
 	wraps     atomic.Uint64 // times the completion count wrapped
 	extra     atomic.Int64  // sum of (weight-1) over held slots, so permits = used - extra - pending
@@ -113,8 +122,6 @@ type Gate struct {
 	maxWait       time.Duration
 	maxOvertakes  int
 	maxRetryAfter time.Duration
-	obs           Observer
-	timed         bool
 	epoch         time.Time // monotonic origin for permit timestamps
 
 	perKind []kindCounters

@@ -104,3 +104,78 @@ func BenchmarkSerial(b *testing.B) {
 		}
 	})
 }
+
+// Parallel: every P takes and returns slots on one shared gate.
+
+func BenchmarkParallel(b *testing.B) {
+	b.Run("sluice/timed", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: slots})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, err := g.TryAcquire(0)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				p.Done(admit.OutcomeOK)
+			}
+		})
+	})
+	b.Run("sluice/untimed", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: slots, NoTiming: true})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, err := g.TryAcquire(0)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				p.Done(admit.OutcomeOK)
+			}
+		})
+	})
+	b.Run("sluice/reject", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: 1, NoTiming: true})
+		held, _ := g.TryAcquire(0)
+		defer held.Done(admit.OutcomeOK)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := g.TryAcquire(0); err == nil {
+					b.Error("admitted past capacity")
+					return
+				}
+			}
+		})
+	})
+	b.Run("xsync", func(b *testing.B) {
+		s := semaphore.NewWeighted(slots)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !s.TryAcquire(1) {
+					b.Error("refused")
+					return
+				}
+				s.Release(1)
+			}
+		})
+	})
+	b.Run("chan", func(b *testing.B) {
+		ch := make(chan struct{}, slots)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				select {
+				case ch <- struct{}{}:
+				default:
+					b.Error("refused")
+					return
+				}
+				<-ch
+			}
+		})
+	})
+}
