@@ -2,6 +2,7 @@ package static_test
 
 import (
 	"encoding/json"
+	"io/fs"
 	"fmt"
 	"net/http"
 	"os"
@@ -280,5 +281,40 @@ func TestClosedGateRefusesReadsNotHits(t *testing.T) {
 	}
 	if err := h.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// lyingFS reports a size one byte larger than the file has, as if the file
+// changed between the stat and the read.
+type lyingFS struct{ fs.FS }
+
+func (l lyingFS) Stat(name string) (fs.FileInfo, error) {
+	fi, err := fs.Stat(l.FS, name)
+	if err != nil {
+		return nil, err
+	}
+	return grownInfo{fi}, nil
+}
+
+type grownInfo struct{ fs.FileInfo }
+
+func (g grownInfo) Size() int64 { return g.FileInfo.Size() + 1 }
+
+// A file that changed while it was read is not served with wrong headers:
+// the client gets a 500, the slot is released with outcome error, and
+// nothing is cached.
+func TestFileChangedDuringReadReleasesSlot(t *testing.T) {
+	dir := writeTree(t, map[string]string{"f.txt": "body"})
+	s := serveDir(t, dir, static.Config{FS: lyingFS{os.DirFS(dir)}, WorkLimit: 1})
+	r := s.get(t, "/f.txt")
+	if r.status != http.StatusInternalServerError || r.header.Get("Etag") != "" {
+		t.Errorf("changed file: %d, Etag %q; want 500 without file headers", r.status, r.header.Get("Etag"))
+	}
+	st := s.h.Gate().Stats()
+	if st.Completed[admit.OutcomeError] != 1 || st.InUse != 0 {
+		t.Errorf("gate after a failed read: %d errors, %d in use; want 1 and 0", st.Completed[admit.OutcomeError], st.InUse)
+	}
+	if e := s.h.Stats().Entries; e != 0 {
+		t.Errorf("%d entries cached after a failed read", e)
 	}
 }

@@ -241,3 +241,5 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+func strconvItoa(n int) string { return fmt.Sprint(n) }

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // pathVerdict is what resolvePath decided about a URL path.
@@ -26,7 +27,7 @@ const (
 // the first of two walls, not the only one. On the hot path (a canonical
 // path) it allocates nothing: name is a substring of p.
 func resolvePath(p string, dotfiles bool) (name string, dirSlash bool, v pathVerdict) {
-	if p == "" || p[0] != '/' || strings.IndexByte(p, 0) >= 0 || strings.IndexByte(p, '\\') >= 0 {
+	if p == "" || p[0] != '/' || strings.IndexByte(p, 0) >= 0 || strings.IndexByte(p, '\\') >= 0 || !utf8.ValidString(p) {
 		return "", false, pathBad
 	}
 	rest := p[1:]
@@ -35,7 +36,7 @@ func resolvePath(p string, dotfiles bool) (name string, dirSlash bool, v pathVer
 		rest = rest[:len(rest)-1]
 	}
 	if rest == "" {
-		return ".", p != "/", verdictFor(p == "/")
+		return ".", true, verdictFor(p == "/") // the root is always a directory URL
 	}
 	v = pathOK
 	for seg := range strings.SplitSeq(rest, "/") {
