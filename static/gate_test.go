@@ -2,8 +2,8 @@ package static_test
 
 import (
 	"encoding/json"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"

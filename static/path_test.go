@@ -59,9 +59,9 @@ func TestNoPathEscapesTheRoot(t *testing.T) {
 		want   int
 	}{
 		{"/a.txt", 200},
-		{"/inlink.txt", 200},   // a link inside the root is followed
-		{"/sub/uplink", 200},   // also when it climbs, while it stays inside
-		{"/escape", 404},       // a link out of the root
+		{"/inlink.txt", 200}, // a link inside the root is followed
+		{"/sub/uplink", 200}, // also when it climbs, while it stays inside
+		{"/escape", 404},     // a link out of the root
 		{"/escapedir/outside.txt", 404},
 		{"/absolute", 404},
 		{"/sub/deep.txt", 404},
