@@ -11,33 +11,40 @@ import (
 	"time"
 )
 
-// scriptedListener returns the errors in its script one per Accept, then
-// connections from conns. It stands in for the kernel only where the
-// kernel cannot be made to fail on cue; the flood test does it for real.
+// scriptedListener plays its script, one item per Accept: an error is
+// returned as is, a net.Conn is accepted; then Accept blocks until Close.
+// It stands in for the kernel only where the kernel cannot be made to
+// fail on cue; the flood test makes EMFILE happen for real.
 type scriptedListener struct {
-	script []error
-	conns  chan net.Conn
+	script []any
 	calls  []time.Time // when each Accept was called
 	closed chan struct{}
 }
 
-func newScripted(errs ...error) *scriptedListener {
-	return &scriptedListener{script: errs, conns: make(chan net.Conn, 1), closed: make(chan struct{})}
+func newScripted(script ...any) *scriptedListener {
+	return &scriptedListener{script: script, closed: make(chan struct{})}
 }
 
 func (s *scriptedListener) Accept() (net.Conn, error) {
 	s.calls = append(s.calls, time.Now())
 	if len(s.script) > 0 {
-		err := s.script[0]
+		item := s.script[0]
 		s.script = s.script[1:]
-		return nil, err
+		if c, ok := item.(net.Conn); ok {
+			return c, nil
+		}
+		return nil, item.(error)
 	}
-	select {
-	case c := <-s.conns:
-		return c, nil
-	case <-s.closed:
-		return nil, net.ErrClosed
-	}
+	<-s.closed
+	return nil, net.ErrClosed
+}
+
+// pipe returns the server end of a new in-memory connection; the client
+// end is closed when the test ends.
+func pipe(t *testing.T) net.Conn {
+	server, client := net.Pipe()
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return server
 }
 
 func (s *scriptedListener) Close() error   { close(s.closed); return nil }
@@ -51,21 +58,18 @@ func acceptErr(errno syscall.Errno) error {
 // kind, and the pause resets after a success.
 func TestAcceptBacksOffOnTemporaryErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		errs := []error{
+		script := []any{
 			acceptErr(syscall.EMFILE), acceptErr(syscall.EMFILE), acceptErr(syscall.EMFILE),
 			acceptErr(syscall.ENFILE), acceptErr(syscall.ENOBUFS), acceptErr(syscall.EMFILE),
-			acceptErr(syscall.ECONNABORTED),
+			acceptErr(syscall.ECONNABORTED), pipe(t),
 		}
-		inner := newScripted(errs...)
-		l, err := New(inner, Config{MaxConns: 4, MaxAcceptBackoff: 40 * time.Millisecond})
+		inner := newScripted(script...)
+		l, err := New(inner, Config{MaxConns: 1, MaxAcceptBackoff: 40 * time.Millisecond, BusyReply: []byte{}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
 
-		server, client := net.Pipe()
-		defer client.Close()
-		inner.conns <- server
 		start := time.Now()
 		c, err := l.Accept()
 		if err != nil {
@@ -73,44 +77,60 @@ func TestAcceptBacksOffOnTemporaryErrors(t *testing.T) {
 		}
 		defer c.Close()
 
-		want := []time.Duration{0, 5, 10, 20, 40, 40, 40, 40} // ms after start, capped at 40
-		var acc time.Duration
-		if len(inner.calls) != len(want) {
-			t.Fatalf("%d inner Accept calls, want %d", len(inner.calls), len(want))
-		}
-		for i, at := range inner.calls {
-			acc += want[i] * time.Millisecond
-			if got := at.Sub(start); got != acc {
-				t.Errorf("inner Accept %d at %v, want %v", i, got, acc)
-			}
-		}
+		want := []time.Duration{0, 5, 10, 20, 40, 40, 40, 40} // ms since the previous call, capped at 40
+		checkCalls(t, inner.calls, start, want)
 		s := l.Stats()
 		wantKinds := map[string]uint64{AcceptErrEMFILE: 4, AcceptErrENFILE: 1, AcceptErrNoMem: 1, AcceptErrOther: 1}
-		if fmt.Sprint(s.AcceptErrors) != fmt.Sprint(wantKinds) || s.Backoffs != uint64(len(errs)) {
-			t.Errorf("accept errors %v, back-offs %d; want %v, %d", s.AcceptErrors, s.Backoffs, wantKinds, len(errs))
+		if fmt.Sprint(s.AcceptErrors) != fmt.Sprint(wantKinds) || s.Backoffs != 7 {
+			t.Errorf("accept errors %v, back-offs %d; want %v, 7", s.AcceptErrors, s.Backoffs, wantKinds)
 		}
 
-		// After a success the next error starts again from the minimum.
-		inner.script = []error{acceptErr(syscall.EMFILE)}
-		server2, client2 := net.Pipe()
-		defer client2.Close()
-		inner.conns <- server2
+		// After a success the next shortage starts again from the shortest
+		// pause, also within one Accept call (here the success is a
+		// connection refused because the only slot is taken).
+		inner.script = []any{
+			acceptErr(syscall.EMFILE), acceptErr(syscall.EMFILE), pipe(t),
+			acceptErr(syscall.EMFILE), pipe(t),
+		}
+		inner.calls = nil
 		start = time.Now()
+		go func() {
+			// Free the slot between the refusal (at +15ms) and the last
+			// connection (at +20ms).
+			time.Sleep(17 * time.Millisecond)
+			_ = c.Close()
+		}()
 		c2, err := l.Accept()
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c2.Close()
-		if got := time.Since(start); got != MinAcceptBackoff {
-			t.Errorf("pause after recovery %v, want %v", got, MinAcceptBackoff)
+		checkCalls(t, inner.calls, start, []time.Duration{0, 5, 10, 0, 5})
+		if s := l.Stats(); s.Rejected[ReasonMaxConns] != 1 || s.Accepted != 2 {
+			t.Errorf("rejected %d, accepted %d; want 1, 2", s.Rejected[ReasonMaxConns], s.Accepted)
 		}
 	})
+}
+
+// checkCalls asserts the inner Accept calls came at the given gaps (ms).
+func checkCalls(t *testing.T, calls []time.Time, start time.Time, gapsMS []time.Duration) {
+	t.Helper()
+	if len(calls) != len(gapsMS) {
+		t.Fatalf("%d inner Accept calls, want %d", len(calls), len(gapsMS))
+	}
+	at := start
+	for i, call := range calls {
+		at = at.Add(gapsMS[i] * time.Millisecond)
+		if !call.Equal(at) {
+			t.Errorf("inner Accept %d at +%v, want +%v", i, call.Sub(start), at.Sub(start))
+		}
+	}
 }
 
 // A back-off in progress ends as soon as the Listener is closed.
 func TestCloseInterruptsBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		errs := make([]error, 100)
+		errs := make([]any, 100)
 		for i := range errs {
 			errs[i] = acceptErr(syscall.EMFILE)
 		}
