@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -104,5 +105,36 @@ func TestConfigureServer(t *testing.T) {
 	srv.ConnState(a, http.StateNew)
 	if len(seen) != 1 || seen[0] != http.StateNew {
 		t.Errorf("existing hook saw %v, want [new]", seen)
+	}
+}
+
+// Over TLS, ConnState sees a *tls.Conn; the idle close is still counted.
+func TestIdleCloseCountedOverTLS(t *testing.T) {
+	l, err := Listen(t.Context(), "tcp", "127.0.0.1:0", Config{MaxConns: 4, IdleTimeout: shortTimeout, ReadHeaderTimeout: longTimeout, BusyReply: []byte{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	_ = ts.Listener.Close()
+	ts.Listener = l
+	l.ConfigureServer(ts.Config)
+	ts.StartTLS()
+	defer ts.Close()
+
+	client := ts.Client()
+	resp, err := client.Get(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	eventually(t, "the idle TLS connection to be closed and counted", func() bool {
+		s := l.Stats()
+		return s.ClosedIdle == 1 && s.Open == 0
+	})
+	if s := l.Stats(); s.ClosedHeaderTimeout != 0 || s.Accepted != 1 {
+		t.Errorf("stats %+v, want 1 accepted, no header timeouts", s)
 	}
 }
