@@ -43,7 +43,9 @@ func ExampleGate_Acquire() {
 	held, _ := g.TryAcquire(0)
 	defer held.Done(admit.OutcomeOK)
 
-	_, err := g.Acquire(context.Background(), 0) // nobody releases: the wait times out
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := g.Acquire(ctx, 0) // nobody releases: MaxWait ends the wait first
 	var rej *admit.RejectedError
 	if errors.As(err, &rej) {
 		fmt.Println(rej.Gate, rej.Reason, "retry after", rej.RetryAfterSeconds(), "s")

@@ -103,6 +103,7 @@ type Gate struct {
 	nwait    atomic.Int64 // callers in Acquire not yet decided (queued or granted, not taken up)
 	peak     atomic.Int64 // most slots ever in use at once
 	timed    bool
+	bare     bool // !timed && obs == nil: admission is a bare CAS
 	obs      Observer
 	_        [64]byte
 
@@ -210,6 +211,7 @@ func New(cfg Config) (*Gate, error) {
 	g.other = Kind(len(kinds))
 	g.kindIndex["other"] = g.other
 	g.perKind = make([]kindCounters, len(g.kinds))
+	g.bare = !g.timed && g.obs == nil
 	g.capacity.Store(c)
 	g.setCap.Store(c)
 	return g, nil
@@ -268,7 +270,20 @@ func (g *Gate) SetCapacity(c int64) error {
 
 // TryAcquire takes one slot for work of kind k if one is free now and
 // nobody is queued ahead, else refuses at once with a *RejectedError.
-func (g *Gate) TryAcquire(k Kind) (Permit, error) { return g.TryAcquireN(k, 1) }
+func (g *Gate) TryAcquire(k Kind) (Permit, error) {
+	// The common case, a one-slot permit of the first kind on a gate
+	// without timing or observer, is small enough to inline.
+	if k == 0 && g.bare && g.nwait.Load() == 0 {
+		s := g.state.Load()
+		if int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
+			if used := int64(s&usedMask) + 1; used > g.peak.Load() {
+				g.raisePeak(used)
+			}
+			return Permit{g: g, n: 1}, nil
+		}
+	}
+	return g.TryAcquireN(k, 1)
+}
 
 // TryAcquireN is TryAcquire for work that costs n slots (n < 1 counts as 1).
 func (g *Gate) TryAcquireN(k Kind, n int64) (Permit, error) {
@@ -469,6 +484,17 @@ func (g *Gate) completedTotal() uint64 {
 		if g.wraps.Load() == w {
 			return w<<(64-usedBits) + s>>usedBits
 		}
+	}
+}
+
+// afterRelease is the slow tail of an inlined release: count a wrap of the
+// completion field, wake waiters.
+func (g *Gate) afterRelease(s uint64) {
+	if s>>usedBits == 0 {
+		g.wraps.Add(1)
+	}
+	if g.nwait.Load() > 0 {
+		g.grant()
 	}
 }
 

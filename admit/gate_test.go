@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -256,50 +257,53 @@ func TestQueuePaths(t *testing.T) {
 		{"close refuses the queue", admit.Config{MaxWaiters: 1}, func(g *admit.Gate, _ *admit.Permit, _ context.CancelFunc) { g.Close() }, admit.ReasonClosed},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				cfg := tt.cfg
-				cfg.Capacity = 1
-				g := mustGate(t, cfg)
-				held, _ := g.TryAcquire(0)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				out := make(chan result, 2)
-				startWaiters(ctx, g, []int{1}, 1, out)
-				if s := g.Stats(); s.Waiting != 1 {
-					t.Fatalf("waiting = %d, want 1", s.Waiting)
-				}
-				// A second waiter finds the one-place queue full.
-				if _, err := g.Acquire(ctx, 0); reasonOf(t, err) != admit.ReasonQueueFull {
-					t.Fatalf("second waiter: %v, want queue_full", err)
-				}
-				tt.act(g, &held, cancel)
-				r := <-out
-				if tt.reason == admit.ReasonNone {
-					if r.err != nil {
-						t.Fatalf("waiter refused: %v", r.err)
+		for _, untimed := range []bool{false, true} { // untimed gates take the bare fast path
+			t.Run(fmt.Sprintf("%s/untimed=%v", tt.name, untimed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := tt.cfg
+					cfg.Capacity = 1
+					cfg.NoTiming = untimed
+					g := mustGate(t, cfg)
+					held, _ := g.TryAcquire(0)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					out := make(chan result, 2)
+					startWaiters(ctx, g, []int{1}, 1, out)
+					if s := g.Stats(); s.Waiting != 1 {
+						t.Fatalf("waiting = %d, want 1", s.Waiting)
 					}
-					r.p.Done(admit.OutcomeOK)
-				} else if got := reasonOf(t, r.err); got != tt.reason {
-					t.Fatalf("waiter reason = %v, want %v", got, tt.reason)
-				}
-				if tt.reason == admit.ReasonClosed && !errors.Is(r.err, admit.ErrClosed) {
-					t.Error("closed refusal does not match ErrClosed")
-				}
-				held.Done(admit.OutcomeOK)
-				s := g.Stats()
-				checkInvariants(t, s)
-				if s.Waiting != 0 || s.Inflight != 0 || s.InUse != 0 {
-					t.Errorf("after all work: waiting %d inflight %d inUse %d", s.Waiting, s.Inflight, s.InUse)
-				}
-				if tt.reason != admit.ReasonNone && s.Rejected[tt.reason] != 1 {
-					t.Errorf("rejected[%v] = %d, want 1", tt.reason, s.Rejected[tt.reason])
-				}
-				if tt.reason == admit.ReasonWaitTimeout && s.WaitTime != 100*time.Millisecond {
-					t.Errorf("wait time = %v, want 100ms", s.WaitTime)
-				}
+					// A second waiter finds the one-place queue full.
+					if _, err := g.Acquire(ctx, 0); reasonOf(t, err) != admit.ReasonQueueFull {
+						t.Fatalf("second waiter: %v, want queue_full", err)
+					}
+					tt.act(g, &held, cancel)
+					r := <-out
+					if tt.reason == admit.ReasonNone {
+						if r.err != nil {
+							t.Fatalf("waiter refused: %v", r.err)
+						}
+						r.p.Done(admit.OutcomeOK)
+					} else if got := reasonOf(t, r.err); got != tt.reason {
+						t.Fatalf("waiter reason = %v, want %v", got, tt.reason)
+					}
+					if tt.reason == admit.ReasonClosed && !errors.Is(r.err, admit.ErrClosed) {
+						t.Error("closed refusal does not match ErrClosed")
+					}
+					held.Done(admit.OutcomeOK)
+					s := g.Stats()
+					checkInvariants(t, s)
+					if s.Waiting != 0 || s.Inflight != 0 || s.InUse != 0 {
+						t.Errorf("after all work: waiting %d inflight %d inUse %d", s.Waiting, s.Inflight, s.InUse)
+					}
+					if tt.reason != admit.ReasonNone && s.Rejected[tt.reason] != 1 {
+						t.Errorf("rejected[%v] = %d, want 1", tt.reason, s.Rejected[tt.reason])
+					}
+					if tt.reason == admit.ReasonWaitTimeout && s.WaitTime != 100*time.Millisecond {
+						t.Errorf("wait time = %v, want 100ms", s.WaitTime)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

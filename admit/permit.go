@@ -34,6 +34,14 @@ func (p *Permit) Done(o Outcome) {
 		return
 	}
 	p.done = true
+	if o == OutcomeOK && g.bare && p.n == 1 && p.kind == 0 {
+		// Inlined release of the common case: one add frees the slot and
+		// counts the completion.
+		if s := g.state.Add(completedOne - 1); s>>usedBits == 0 || g.nwait.Load() > 0 {
+			g.afterRelease(s)
+		}
+		return
+	}
 	if o >= numOutcomes {
 		o = OutcomeError
 	}
