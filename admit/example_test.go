@@ -100,3 +100,34 @@ type observerFunc func(admit.AdmissionEvent)
 
 func (f observerFunc) ObserveAdmission(e admit.AdmissionEvent)   { f(e) }
 func (f observerFunc) ObserveCompletion(e admit.CompletionEvent) {}
+
+// A Stats snapshot counts offered, admitted, rejected (by reason) and
+// completed (by outcome) apart, per gate and per kind.
+func ExampleGate_Stats() {
+	g, _ := admit.New(admit.Config{Name: "disk", Capacity: 1, Kinds: []string{"read", "stream"}})
+	p, _ := g.TryAcquire(g.Kind("stream"))
+	g.TryAcquire(g.Kind("read")) // refused: full
+	p.Done(admit.OutcomeCanceled)
+	s := g.Stats()
+	fmt.Println("offered", s.Offered, "admitted", s.Admitted, "full", s.Rejected[admit.ReasonFull], "canceled", s.Completed[admit.OutcomeCanceled])
+	for _, k := range s.Kinds {
+		fmt.Println(k.Kind, k.Offered, k.Admitted, k.Rejected.Total())
+	}
+	// Output:
+	// offered 2 admitted 1 full 1 canceled 1
+	// read 1 0 1
+	// stream 1 1 0
+	// other 0 0 0
+}
+
+// RejectedError tells overload from shutdown, and carries what an HTTP
+// edge needs for its answer.
+func ExampleRejectedError() {
+	g, _ := admit.New(admit.Config{Name: "upstream"})
+	g.Close()
+	_, err := g.TryAcquire(0)
+	var rej *admit.RejectedError
+	errors.As(err, &rej)
+	fmt.Println(rej.Reason, rej.Reason.Overload(), errors.Is(err, admit.ErrClosed), rej.RetryAfterSeconds())
+	// Output: closed false true 1
+}
