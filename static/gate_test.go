@@ -163,8 +163,9 @@ func TestCheapAnswersNeverTouchTheGate(t *testing.T) {
 func TestStreamHoldsSlotForItsDuration(t *testing.T) {
 	big := strings.Repeat("0123456789", 20_000)
 	dir := writeTree(t, map[string]string{"big.bin": big, "small.txt": "small"})
-	slow := &slowFS{FS: os.DirFS(dir), match: "big", readGate: make(chan struct{})}
+	slow := &slowFS{FS: os.DirFS(dir), match: "big", readGate: make(chan struct{}), stop: make(chan struct{})}
 	s := serveDir(t, dir, static.Config{FS: slow, WorkLimit: 1, MaxCachedFileSize: 1024})
+	t.Cleanup(slow.stopWaiting)
 
 	// Refused while the only slot is taken.
 	release := holdSlots(t, s.h.Gate())
@@ -174,15 +175,16 @@ func TestStreamHoldsSlotForItsDuration(t *testing.T) {
 	release()
 
 	// Served while it holds the slot: a small cold file is refused meanwhile.
+	slow.hold.Store(true)
 	done := s.async(t, "/big.bin")
-	slow.readGate <- struct{}{} // the stream is inside its first Read
+	slow.letOneRead(t) // the stream is inside its first Read
 	if in := s.h.Gate().InUse(); in != 1 {
 		t.Errorf("during the stream: %d slots in use, want 1", in)
 	}
 	if r := s.get(t, "/small.txt"); r.status != http.StatusServiceUnavailable {
 		t.Errorf("small cold file during the stream: %d, want 503 (the stream holds the slot)", r.status)
 	}
-	close(slow.readGate)
+	slow.stopWaiting()
 	r := <-done
 	if r.status != http.StatusOK || r.body != big {
 		t.Fatalf("stream: status %d, %d bytes, want 200 and %d bytes", r.status, len(r.body), len(big))
@@ -240,13 +242,15 @@ func TestRequestScopeRefusesHits(t *testing.T) {
 // A queued read waits for a slot and gets it when one is released.
 func TestQueuedReadGetsReleasedSlot(t *testing.T) {
 	dir := writeTree(t, map[string]string{"a.txt": "aaa", "b.txt": "bbb"})
-	slow := &slowFS{FS: os.DirFS(dir), match: "a.txt", readGate: make(chan struct{})}
+	slow := &slowFS{FS: os.DirFS(dir), match: "a.txt", readGate: make(chan struct{}), stop: make(chan struct{})}
 	s := serveDir(t, dir, static.Config{FS: slow, WorkLimit: 1, Queue: 1, MaxWait: -1})
+	t.Cleanup(slow.stopWaiting)
+	slow.hold.Store(true)
 	first := s.async(t, "/a.txt")
-	slow.readGate <- struct{}{} // a.txt holds the only slot, inside Read
+	slow.letOneRead(t) // a.txt holds the only slot, inside Read
 	second := s.async(t, "/b.txt")
 	eventually(t, "the second read to queue", func() bool { return s.h.Gate().Stats().Waiting == 1 })
-	close(slow.readGate)
+	slow.stopWaiting()
 	if r := <-first; r.status != 200 || r.body != "aaa" {
 		t.Errorf("first: %d %q", r.status, r.body)
 	}

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,9 +196,17 @@ type slowFS struct {
 	fs.FS
 	match     string
 	opened    chan string   // receives the name on each matching Open (if not nil)
-	readGate  chan struct{} // each matching Read waits for a token (if not nil)
+	hold      atomic.Bool   // while true, each matching Read waits for a token on readGate
+	readGate  chan struct{}
 	readDelay time.Duration
+	stop      chan struct{} // closed by stopWaiting: reads stop waiting for tokens
+	stopOnce  sync.Once
 }
+
+// stopWaiting lets every blocked and future Read through, so a failing
+// test cannot leave a handler stuck. Register it with t.Cleanup after the
+// server's own cleanup (cleanups run last-in first-out).
+func (s *slowFS) stopWaiting() { s.stopOnce.Do(func() { close(s.stop) }) }
 
 func (s *slowFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(s.FS, name) }
 
@@ -217,8 +227,11 @@ type slowFile struct {
 }
 
 func (f *slowFile) Read(p []byte) (int, error) {
-	if f.fs.readGate != nil {
-		<-f.fs.readGate
+	if f.fs.hold.Load() {
+		select {
+		case <-f.fs.readGate:
+		case <-f.fs.stop:
+		}
 	}
 	if f.fs.readDelay > 0 {
 		time.Sleep(f.fs.readDelay)
@@ -243,3 +256,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func strconvItoa(n int) string { return fmt.Sprint(n) }
+
+// letOneRead hands a token to a Read waiting in the slow FS, failing the
+// test if no Read comes within 5 seconds.
+func (s *slowFS) letOneRead(t *testing.T) {
+	t.Helper()
+	select {
+	case s.readGate <- struct{}{}:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no read reached the slow file system")
+	}
+}
