@@ -1,26 +1,173 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/static"
 )
 
 // staticOptions are the `sluice serve` flags that configure the static-file
-// handler. This file belongs to the static-files work (issue 4); until it
-// lands, serve answers every request with 501.
-type staticOptions struct{}
+// handler (package static). On the command line a zero turns a feature off
+// (--cache-bytes 0: no cache; --revalidate 0: check on every request),
+// where in static.Config a zero means "the default".
+type staticOptions struct {
+	root              string
+	workLimit         int64
+	maxWait           time.Duration
+	queue             int
+	cacheBytes        byteSize
+	maxCachedFileSize byteSize
+	revalidate        time.Duration
+	gateStreams       bool
+	gateScope         string
+	dotfiles          bool
+}
 
 // addStaticFlags registers the static-file flags on fs.
-func addStaticFlags(fs *flag.FlagSet) *staticOptions { return &staticOptions{} }
+func addStaticFlags(fs *flag.FlagSet) *staticOptions {
+	o := &staticOptions{
+		cacheBytes:        static.DefaultCacheBytes,
+		maxCachedFileSize: static.DefaultMaxCachedFileSize,
+	}
+	fs.StringVar(&o.root, "root", "", "directory to serve (default: the built-in demo site)")
+	fs.Int64Var(&o.workLimit, "work-limit", static.DefaultWorkLimit, "slots of the \"disk\" gate: disk reads (and gated streams) at once")
+	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the disk queue before 503 (0: the gate's default, 1s; needs --queue)")
+	fs.IntVar(&o.queue, "queue", 0, "disk reads that may wait for a slot (0: refuse at once when full)")
+	fs.Var(&o.cacheBytes, "cache-bytes", "bytes of file content kept in memory, e.g. 64MiB (0: no cache)")
+	fs.Var(&o.maxCachedFileSize, "max-cached-file-size", "largest file kept in memory; larger files stream (0: stream every file)")
+	fs.DurationVar(&o.revalidate, "revalidate", static.DefaultRevalidate, "how long a cached file is served before its size and mtime are checked again (0: every request)")
+	fs.BoolVar(&o.gateStreams, "gate-streams", true, "large-file streams hold a disk slot for their whole duration")
+	fs.StringVar(&o.gateScope, "gate-scope", "disk", "where the slot is taken: disk (before a disk read) or request (before the cache: the seed-000 bug, for demonstrations)")
+	fs.BoolVar(&o.dotfiles, "dotfiles", false, "serve names starting with \".\" (hidden as 404 by default)")
+	return o
+}
+
+// config validates the flags and turns them into a static.Config.
+func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
+	var errs []error
+	if o.workLimit < 1 || o.workLimit > admit.MaxCapacity {
+		errs = append(errs, fmt.Errorf("--work-limit %d: want 1..%d", o.workLimit, admit.MaxCapacity))
+	}
+	if o.queue < 0 {
+		errs = append(errs, fmt.Errorf("--queue %d: want 0 or more", o.queue))
+	}
+	if o.maxWait < 0 {
+		errs = append(errs, fmt.Errorf("--max-wait %s: want 0 or more", o.maxWait))
+	}
+	if o.maxWait > 0 && o.queue == 0 {
+		errs = append(errs, errors.New("--max-wait needs --queue: without a queue a full gate refuses at once"))
+	}
+	if o.revalidate < 0 {
+		errs = append(errs, fmt.Errorf("--revalidate %s: want 0 or more", o.revalidate))
+	}
+	scope, err := static.ParseScope(o.gateScope)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--gate-scope %q: want disk or request", o.gateScope))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return static.Config{}, err
+	}
+	cfg := static.Config{
+		Root:              o.root,
+		Dotfiles:          o.dotfiles,
+		WorkLimit:         o.workLimit,
+		Queue:             o.queue,
+		MaxWait:           o.maxWait,
+		CacheBytes:        offIfZero(int64(o.cacheBytes)),
+		MaxCachedFileSize: offIfZero(int64(o.maxCachedFileSize)),
+		Revalidate:        time.Duration(offIfZero(int64(o.revalidate))),
+		UngatedStreams:    !o.gateStreams,
+		Scope:             scope,
+		Logger:            logger,
+	}
+	return cfg, nil
+}
+
+// offIfZero maps the command line's "0 = off" to static.Config's "negative
+// = off" (its zero means "default").
+func offIfZero(v int64) int64 {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
 
 // build returns the handler to mount on the main listener, the gates it
-// uses (for /metrics and /state), and a cleanup function.
+// uses (for /metrics and /state), and a cleanup function to call after the
+// server has shut down.
 func (o *staticOptions) build(logger *slog.Logger) (http.Handler, []*admit.Gate, func(), error) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "static files not built yet", http.StatusNotImplemented)
-	})
-	return h, nil, func() {}, nil
+	cfg, err := o.config(logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	h, err := static.New(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if logger != nil {
+		what := "built-in demo site"
+		if cfg.Root != "" {
+			what = cfg.Root
+		}
+		logger.Info("serving static files", "root", what, "work_limit", o.workLimit, "gate_scope", cfg.Scope.String(),
+			"cache_bytes", int64(o.cacheBytes), "max_cached_file_size", int64(o.maxCachedFileSize), "gate_streams", o.gateStreams)
+	}
+	return h, []*admit.Gate{h.Gate()}, func() { h.Close() }, nil
+}
+
+// byteSize is a flag.Value for sizes: a whole number of bytes with an
+// optional unit, B, K/KB/KiB, M/MB/MiB, G/GB/GiB (all powers of 1024, as
+// nginx reads them).
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+// parseByteSize parses "1048576", "512K", "64MiB", "1 GB".
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("size %q: want a whole number of bytes with an optional unit (K, M, G, KiB, MiB, GiB)", s)
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: number out of range", s)
+	}
+	var shift uint
+	switch strings.ToLower(strings.TrimSpace(t[i:])) {
+	case "", "b":
+	case "k", "kb", "kib":
+		shift = 10
+	case "m", "mb", "mib":
+		shift = 20
+	case "g", "gb", "gib":
+		shift = 30
+	default:
+		return 0, fmt.Errorf("size %q: unknown unit %q (want K, M, G, KiB, MiB or GiB)", s, strings.TrimSpace(t[i:]))
+	}
+	if n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("size %q: too large", s)
+	}
+	return n << shift, nil
 }
