@@ -7,4 +7,6 @@ require (
 	golang.org/x/sync v0.25.0
 )
 
+require github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+
 replace github.com/sluicehq/sluice => ../

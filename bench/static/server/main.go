@@ -1,0 +1,77 @@
+// Command server serves a directory for the static-file benchmarks, either
+// with package static (the same handler `sluice serve` mounts) or with
+// net/http.FileServer, the peer it is compared with. The scripts in
+// bench/scripts start it; it exits on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/static"
+)
+
+func main() {
+	mode := flag.String("mode", "sluice", "sluice (package static) or fileserver (net/http.FileServer)")
+	addr := flag.String("addr", "127.0.0.1:0", "listen address; the chosen one is printed on stdout")
+	root := flag.String("root", "", "directory to serve (sluice mode: empty = demo site)")
+	workLimit := flag.Int64("work-limit", 16, "disk slots (sluice mode)")
+	scope := flag.String("gate-scope", "disk", "disk or request (sluice mode)")
+	flag.Parse()
+	if err := run(*mode, *addr, *root, *workLimit, *scope); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+func run(mode, addr, root string, workLimit int64, scopeName string) error {
+	var h http.Handler
+	switch mode {
+	case "sluice":
+		sc, err := static.ParseScope(scopeName)
+		if err != nil {
+			return err
+		}
+		sh, err := static.New(static.Config{Root: root, WorkLimit: workLimit, Scope: sc})
+		if err != nil {
+			return err
+		}
+		defer sh.Close()
+		h = sh
+	case "fileserver":
+		r, err := os.OpenRoot(root)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		h = http.FileServerFS(r.FS())
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	fmt.Println(ln.Addr())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
