@@ -9,8 +9,8 @@ import (
 var ErrMerge = errors.New("load: cannot merge")
 
 // Merge combines reports from several driver machines that loaded the same
-// server at the same time. They must have the same steps (mode and label)
-// and window counts. Counts, timelines and refusals add; histograms merge
+// server at the same time. They must have the same steps (loop mode) and
+// window counts; loads of a step add up (rates, concurrencies, workers). Counts, timelines and refusals add; histograms merge
 // exactly, so the merged percentiles are those of all requests together
 // (never an average of percentiles); rates are recomputed over the longest
 // window duration. Server metrics are the server's, not a driver's: the
@@ -32,7 +32,7 @@ func Merge(meta Meta, rs []*Report) (*Report, error) {
 		}
 		for si, st := range r.Steps {
 			f := first.Steps[si]
-			if st.Mode != f.Mode || st.Label != f.Label || len(st.Windows) != len(f.Windows) {
+			if st.Mode != f.Mode || len(st.Windows) != len(f.Windows) {
 				return nil, fmt.Errorf("%w: report %d step %d (%s %s, %d windows) differs from report 0 (%s %s, %d windows)",
 					ErrMerge, i, si, st.Mode, st.Label, len(st.Windows), f.Mode, f.Label, len(f.Windows))
 			}
@@ -52,6 +52,9 @@ func Merge(meta Meta, rs []*Report) (*Report, error) {
 		st := f
 		st.Windows = nil
 		for _, r := range rs[1:] {
+			if l := r.Steps[si].Label; l != f.Label {
+				st.Label += "+" + l
+			}
 			st.Workers += r.Steps[si].Workers
 			st.Concurrency += r.Steps[si].Concurrency
 			st.QueueDepth += r.Steps[si].QueueDepth

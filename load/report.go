@@ -10,20 +10,20 @@ const SchemaV1 = "sluice/load-report/v1"
 // Report is everything one run (or a merge of runs) measured. It is the
 // JSON document `sluice load` writes; see docs/load.md for each field.
 type Report struct {
-	Schema       string    `json:"schema"`
-	Kind         string    `json:"kind"` // "load", "sweep" or "merge"
-	Tool         Tool      `json:"tool"`
-	BinarySHA256 string    `json:"binary_sha256"`
-	Host         Host      `json:"host"`
-	Command      []string  `json:"command"`
-	Started      time.Time `json:"started"`
-	Finished     time.Time `json:"finished"`
-	Interrupted  bool      `json:"interrupted"`
-	Aborted      string    `json:"aborted,omitempty"` // why the run stopped early, if it did
+	Schema       string      `json:"schema"`
+	Kind         string      `json:"kind"` // "load", "sweep" or "merge"
+	Tool         Tool        `json:"tool"`
+	BinarySHA256 string      `json:"binary_sha256"`
+	Host         Host        `json:"host"`
+	Command      []string    `json:"command"`
+	Started      time.Time   `json:"started"`
+	Finished     time.Time   `json:"finished"`
+	Interrupted  bool        `json:"interrupted"`
+	Aborted      string      `json:"aborted,omitempty"` // why the run stopped early, if it did
 	Profile      *ProfileRef `json:"profile,omitempty"`
-	Steps        []Step    `json:"steps"`
-	Verdict      Verdict   `json:"verdict"`
-	Sources      []Source  `json:"sources,omitempty"` // the reports a merge combined
+	Steps        []Step      `json:"steps"`
+	Verdict      Verdict     `json:"verdict"`
+	Sources      []Source    `json:"sources,omitempty"` // the reports a merge combined
 }
 
 // Tool identifies the binary that wrote a report.
@@ -65,7 +65,7 @@ type Source struct {
 // ladder for `sluice sweep`.
 type Step struct {
 	Label       string    `json:"label"`
-	Mode        string    `json:"mode"` // "open" or "closed"
+	Mode        string    `json:"mode"`              // "open" or "closed"
 	Rate        float64   `json:"rate,omitempty"`    // open loop: start rate, req/s
 	RampTo      float64   `json:"ramp_to,omitempty"` // open loop: linear ramp end rate
 	StepRates   []float64 `json:"step_rates,omitempty"`
@@ -78,17 +78,17 @@ type Step struct {
 
 // Settings are the request and timing parameters of a step.
 type Settings struct {
-	Targets        []TargetInfo `json:"targets"`
-	Pick           string       `json:"pick"`
-	HTTP2          bool         `json:"http2"`
-	KeepAlive      bool         `json:"keep_alive"`
-	DurationS      float64      `json:"duration_s"`
-	Windows        int          `json:"windows"`
-	TimeoutS       float64      `json:"timeout_s"`
-	DrainTimeoutS  float64      `json:"drain_timeout_s"`
-	P99BudgetMS    float64      `json:"p99_budget_ms"`
-	MaxLagMS       float64      `json:"max_lag_ms"`
-	MetricsURL     string       `json:"metrics_url,omitempty"`
+	Targets       []TargetInfo `json:"targets"`
+	Pick          string       `json:"pick"`
+	HTTP2         bool         `json:"http2"`
+	KeepAlive     bool         `json:"keep_alive"`
+	DurationS     float64      `json:"duration_s"`
+	Windows       int          `json:"windows"`
+	TimeoutS      float64      `json:"timeout_s"`
+	DrainTimeoutS float64      `json:"drain_timeout_s"`
+	P99BudgetMS   float64      `json:"p99_budget_ms"`
+	MaxLagMS      float64      `json:"max_lag_ms"`
+	MetricsURL    string       `json:"metrics_url,omitempty"`
 }
 
 // TargetInfo is a target as the report records it: the body by size and

@@ -1,0 +1,129 @@
+package load
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func FuzzParseProfile(f *testing.F) {
+	f.Add([]byte(`{"name":"r","cases":[{"name":"a","qps_floor":10,"p99_budget_ms":100,"max_refusal_rate":0,"zero_drops":true}]}`))
+	f.Add([]byte(`{"cases":[{"name":"a","duration":"1s","rate":5}]}`))
+	f.Add([]byte(`{"cases":[]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParseProfile(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadProfile) {
+				t.Fatalf("error %v is not ErrBadProfile", err)
+			}
+			return
+		}
+		if len(p.Cases) == 0 {
+			t.Fatal("accepted a profile without cases")
+		}
+		for _, c := range p.Cases {
+			if c.Name == "" || c.QPSFloor < 0 || (c.MaxErrorRate != nil && (*c.MaxErrorRate < 0 || *c.MaxErrorRate > 1)) {
+				t.Fatalf("accepted a bad case %+v", c)
+			}
+			if _, err := p.Case(c.Name); err != nil {
+				t.Fatalf("case %q not found: %v", c.Name, err)
+			}
+		}
+	})
+}
+
+func FuzzParseTargets(f *testing.F) {
+	f.Add([]byte("http://127.0.0.1:8080/a\nPOST http://h/b weight=2\n# c\n"))
+	f.Add([]byte(`[{"url":"http://h/","headers":{"A":["b"]},"weight":3}]`))
+	f.Add([]byte("GET\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ts, err := ParseTargets(data, Target{Method: "GET"})
+		if err != nil {
+			if !errors.Is(err, ErrBadTarget) {
+				t.Fatalf("error %v is not ErrBadTarget", err)
+			}
+			return
+		}
+		if len(ts) == 0 {
+			t.Fatal("no targets and no error")
+		}
+		for _, tg := range ts {
+			if tg.Weight < 1 || tg.Method == "" || !(strings.HasPrefix(tg.URL, "http") || strings.HasPrefix(strings.ToLower(tg.URL), "http")) {
+				t.Fatalf("accepted %+v", tg)
+			}
+			if _, err := CheckTarget(tg); err != nil {
+				t.Fatalf("parsed target fails its own check: %v", err)
+			}
+		}
+		p := newPicker(Weighted, ts, 0)
+		for range 3 {
+			if i := p.pick(); i < 0 || i >= len(ts) {
+				t.Fatalf("pick %d out of range", i)
+			}
+		}
+	})
+}
+
+func FuzzParseEnvelope(f *testing.F) {
+	f.Add([]byte(`{"error":"BUSY","gate":"disk","reason":"full"}`))
+	f.Add([]byte(`{"error":"RATE_LIMITED"}`))
+	f.Add([]byte(`<html>busy</html>`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, ok := ParseEnvelope(data)
+		if !ok {
+			if e != (Envelope{}) {
+				t.Fatal("not ok but non-empty")
+			}
+			return
+		}
+		if e.Error == "" || len(e.Gate) > maxLabel || len(e.Reason) > maxLabel {
+			t.Fatalf("accepted %+v", e)
+		}
+		if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
+			t.Fatal("accepted a non-object")
+		}
+	})
+}
+
+func FuzzParseReport(f *testing.F) {
+	f.Add([]byte(`{"schema":"sluice/load-report/v1","kind":"load","steps":[],"verdict":{"status":"NONE"}}`))
+	f.Add([]byte(`{"schema":"sluice/load-report/v1","kind":"merge","steps":[{"mode":"open","windows":[{"counts":{"scheduled":1,"sent":1,"ok":1}}]}],"verdict":{"status":"PASS"}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseReport(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadReport) {
+				t.Fatalf("error %v is not ErrBadReport", err)
+			}
+			return
+		}
+		for _, st := range r.Steps {
+			for _, w := range st.Windows {
+				if err := w.Counts.Reconcile(); err != nil {
+					t.Fatalf("accepted a report that does not reconcile: %v", err)
+				}
+			}
+		}
+		// Whatever parses can be judged, rendered and written again.
+		Judge(r, &Case{Name: "x", QPSFloor: 1})
+		var b bytes.Buffer
+		WriteSummary(&b, r)
+		RenderHTML([]*Report{r}, []string{"r"})
+		if _, err := MarshalReport(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func FuzzParseMetrics(f *testing.F) {
+	f.Add("sluice_admission_rejected_total{gate=\"disk\",kind=\"read\",reason=\"full\"} 3\nprocess_cpu_seconds_total 1.5\n")
+	f.Add("# TYPE x counter\nx 1\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		s := ParseMetrics(strings.NewReader(text))
+		if s.err == nil && s.rejected == nil {
+			t.Fatal("no error and no map")
+		}
+	})
+}

@@ -1,0 +1,138 @@
+package load
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeServer is an in-memory RoundTripper for tests in a synctest bubble,
+// where time is virtual and exact: it serves one request at a time (like a
+// single-threaded server) and takes latency per request, except the first
+// request that starts at or after stallAt, which takes stall.
+type fakeServer struct {
+	busy     chan struct{} // one slot: a channel, since synctest sees a goroutine blocked on it as idle (not so a mutex)
+	start    time.Time
+	latency  time.Duration
+	stallAt  time.Duration
+	stall    time.Duration
+	stalled  bool
+	requests int
+}
+
+func (f *fakeServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	select {
+	case f.busy <- struct{}{}:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	defer func() { <-f.busy }()
+	f.requests++
+	d := f.latency
+	if f.stall > 0 && !f.stalled && time.Since(f.start) >= f.stallAt {
+		f.stalled = true
+		d = f.stall
+	}
+	select {
+	case <-time.After(d):
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Header: http.Header{}, Request: r}, nil
+}
+
+func TestSynctestStallIsExact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: time.Millisecond, stallAt: 200 * time.Millisecond, stall: time.Second}
+		st, _ := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: mustShape(t, 100, 2*time.Second),
+			Workers: 1, QueueDepth: 1000, Transport: fs, coarseSleep: true,
+		})
+		w := st.Windows[0]
+		l := w.Latency
+		if w.Counts.OK != 200 || fs.requests != 200 {
+			t.Fatalf("ok %d, requests %d", w.Counts.OK, fs.requests)
+		}
+		// Arrival 20 (due at 200 ms) stalls until 1200 ms; arrival 21, due at
+		// 210 ms, is sent at 1200 ms and done at 1201 ms.
+		// Histograms keep three significant digits, and a zero records as
+		// 1 µs: compare to 0.1%.
+		if !near(l.RequestTime.Max, 1000) || !near(l.RequestTime.P99, 1) {
+			t.Errorf("request time p99 %v max %v ms, want 1 and 1000", l.RequestTime.P99, l.RequestTime.Max)
+		}
+		if !near(l.ResponseTime.Max, 1000) || !near(l.ScheduleWait.Max, 990) {
+			t.Errorf("response max %v, wait max %v; want 1000, 990", l.ResponseTime.Max, l.ScheduleWait.Max)
+		}
+		if l.ResponseTime.P99 < 900 {
+			t.Errorf("response p99 %v ms does not show the stall", l.ResponseTime.P99)
+		}
+		if lag := w.Driver.ScheduleLag; lag.Max > 0.001 {
+			t.Errorf("virtual time: the pacer should never lag, got max %v ms", lag.Max)
+		}
+
+		// Closed loop, same server: one slow request among many.
+		fs = &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: time.Millisecond, stallAt: 200 * time.Millisecond, stall: time.Second}
+		cst, _ := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Concurrency: 1, Duration: 2 * time.Second, Transport: fs,
+		})
+		cl := cst.Windows[0].Latency
+		// 200 ms + 800 ms at 1 ms each, plus the stalled one: 1001 requests.
+		if cl.ResponseTime.Count != 1001 || !near(cl.ResponseTime.P99, 1) || !near(cl.ResponseTime.Max, 1000) {
+			t.Errorf("closed loop: %d requests, p99 %v max %v; want 1001, 1, 1000", cl.ResponseTime.Count, cl.ResponseTime.P99, cl.ResponseTime.Max)
+		}
+	})
+}
+
+func TestSynctestDropAccounting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: time.Second}
+		// The fake server is serial: worker 2 waits for worker 1. Both are
+		// busy for the whole window, the queue holds 3, the rest drop.
+		st, _ := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: mustShape(t, 200, 250*time.Millisecond),
+			Workers: 2, QueueDepth: 3, Transport: fs, coarseSleep: true,
+		})
+		w := st.Windows[0]
+		c := w.Counts
+		if c.Scheduled != 50 || c.Sent != 5 || c.Dropped != 45 || c.OK != 5 {
+			t.Fatalf("counts %+v", c)
+		}
+		// The first drop is arrival 5, due at 25 ms; all drops are in second 0.
+		if len(w.Timeline) != 1 || w.Timeline[0].Dropped != 45 {
+			t.Errorf("timeline %+v", w.Timeline)
+		}
+		// Five requests served one after another, 1 s each.
+		if w.ElapsedS != 5 {
+			t.Errorf("elapsed %v s, want 5 (drained)", w.ElapsedS)
+		}
+		// DriverLimits: request time p99 is 1 s, over a 500 ms budget, so
+		// the drops are the server's fault, not the driver's.
+		if w.Driver.Limited {
+			t.Errorf("driver marked limited: %v", w.Driver.Reasons)
+		}
+	})
+}
+
+func TestSynctestRampTimetable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: 0}
+		sh, _ := Stepped([]float64{10, 50}, 2*time.Second)
+		st, _ := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: sh, Workers: 4, Transport: fs, coarseSleep: true,
+		})
+		tl := st.Windows[0].Timeline
+		if len(tl) != 2 || tl[0].Scheduled != 10 || tl[1].Scheduled != 50 {
+			t.Errorf("timeline %+v, want 10 then 50 per second", tl)
+		}
+		if st.Windows[0].Latency.ScheduleWait.Max > 0.001 {
+			t.Errorf("schedule wait %v with an idle pool", st.Windows[0].Latency.ScheduleWait.Max)
+		}
+	})
+}
+
+// near reports whether got is within 0.1% of want (HDR precision).
+func near(got, want float64) bool { return got >= want && got <= want*1.001 }
