@@ -1,0 +1,344 @@
+package httpgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/admit"
+)
+
+// Defaults used for zero Config fields.
+const (
+	// DefaultDeadlineHeader is the request header that carries a client's
+	// deadline, in decimal seconds.
+	DefaultDeadlineHeader = "Request-Timeout"
+	// DefaultMaxDeadline bounds a deadline taken from the header.
+	DefaultMaxDeadline = 30 * time.Second
+)
+
+// ErrNoHolder is returned by Acquire when the context does not come from
+// a request served through Lazy or Guard: nobody would release the slot,
+// so none is taken.
+var ErrNoHolder = errors.New("httpgate: Acquire outside a Lazy or Guard handler")
+
+// ErrHandlerDone is returned by Acquire when the handler the context
+// belongs to has already returned (a goroutine it started outlived it):
+// the holder has released everything and takes nothing new.
+var ErrHandlerDone = errors.New("httpgate: Acquire after the handler returned")
+
+// ErrInvalidConfig is wrapped by every error New returns.
+var ErrInvalidConfig = errors.New("httpgate: invalid config")
+
+// A RefusalFunc writes the answer to a request that could not get a slot.
+// err is what Acquire returned: usually a *admit.RejectedError, or
+// ErrNoHolder / ErrHandlerDone for misuse. It must not read the request
+// body. WriteRefusal is the default.
+type RefusalFunc func(w http.ResponseWriter, r *http.Request, err error)
+
+// Config configures a Middleware. The zero Config is valid: the
+// Request-Timeout header bounded at 30 s, refusals written by
+// WriteRefusal, no logging.
+type Config struct {
+	// DeadlineHeader names the request header that carries the client's
+	// time budget in decimal seconds ("2", "0.25"). Empty means
+	// DefaultDeadlineHeader. It must be a valid header field name.
+	DeadlineHeader string
+
+	// MaxDeadline bounds the budget taken from DeadlineHeader; larger
+	// values are lowered to it. Zero means DefaultMaxDeadline; negative
+	// means the header is ignored and never sets a deadline.
+	MaxDeadline time.Duration
+
+	// Refusal writes refusals for Guard and for Refuse. Nil means
+	// WriteRefusal.
+	Refusal RefusalFunc
+
+	// Logger receives debug records for malformed deadline headers and
+	// for slots released by a panicking handler. Nil means silent.
+	Logger *slog.Logger
+}
+
+// A Middleware installs per-request holders (Lazy) and gates handlers
+// (Guard). It is immutable after New and safe for concurrent use.
+type Middleware struct {
+	header      string
+	maxDeadline time.Duration
+	refusal     RefusalFunc
+	logger      *slog.Logger
+}
+
+// New returns a Middleware for cfg, or an error wrapping ErrInvalidConfig.
+func New(cfg Config) (*Middleware, error) {
+	m := &Middleware{
+		header:      cfg.DeadlineHeader,
+		maxDeadline: cfg.MaxDeadline,
+		refusal:     cfg.Refusal,
+		logger:      cfg.Logger,
+	}
+	if m.header == "" {
+		m.header = DefaultDeadlineHeader
+	}
+	if !httpguts.ValidHeaderFieldName(m.header) {
+		return nil, fmt.Errorf("%w: DeadlineHeader %q is not a valid header field name", ErrInvalidConfig, m.header)
+	}
+	m.header = http.CanonicalHeaderKey(m.header)
+	if m.maxDeadline == 0 {
+		m.maxDeadline = DefaultMaxDeadline
+	}
+	if m.refusal == nil {
+		m.refusal = WriteRefusal
+	}
+	return m, nil
+}
+
+// Lazy returns a handler that serves next with a holder in the request's
+// context, so next can take slots with Acquire at the point of cost. Every
+// slot taken is released once when next returns; see the package
+// documentation for the outcome recorded. A deadline header, if present
+// and valid, becomes the request context's deadline; if malformed, the
+// request is answered 400 and next does not run.
+func (m *Middleware) Lazy(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next, nil, 0)
+	})
+}
+
+// Guard returns a handler that takes one slot of kind k from g before
+// serving next, for work whose cost is the whole request. A refusal is
+// written with the Middleware's RefusalFunc and next does not run. Like
+// Lazy, it installs a holder, so next may take more slots with Acquire;
+// all are released when next returns.
+func (m *Middleware) Guard(g *admit.Gate, k admit.Kind, next http.Handler) http.Handler {
+	if g == nil {
+		panic("httpgate: Guard with a nil gate")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next, g, k)
+	})
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, g *admit.Gate, k admit.Kind) {
+	h := &holder{mw: m, w: statusWriter{rw: w}}
+	ctx := context.WithValue(r.Context(), holderKey{}, h)
+	if m.maxDeadline > 0 {
+		if vals := r.Header[m.header]; len(vals) > 0 {
+			d, err := parseDeadlineValues(vals)
+			if err != nil {
+				m.log(r.Context(), "malformed deadline header", slog.String("header", m.header), slog.Any("err", err))
+				writeBadDeadline(w, m.header, err)
+				return
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, min(d, m.maxDeadline))
+			defer cancel()
+		}
+	}
+	r = r.WithContext(ctx)
+
+	returned := false
+	defer func() {
+		if !returned {
+			// A panic (or Goexit) is unwinding through here. Release
+			// without recovering, so the panic reaches net/http with its
+			// original stack.
+			if n := h.finish(admit.OutcomePanic); n > 0 {
+				m.log(ctx, "handler panicked holding slots; released", slog.Int("permits", n))
+			}
+		}
+	}()
+	if g != nil {
+		if _, err := h.acquire(ctx, g, k); err != nil {
+			m.refusal(&h.w, r, err)
+			returned = true
+			h.finish(admit.OutcomeOK)
+			return
+		}
+	}
+	next.ServeHTTP(&h.w, r)
+	returned = true
+	h.finish(h.normalOutcome(ctx))
+}
+
+func (m *Middleware) log(ctx context.Context, msg string, args ...any) {
+	if m.logger != nil {
+		m.logger.Log(ctx, slog.LevelDebug, msg, args...)
+	}
+}
+
+type holderKey struct{}
+
+// inlinePermits is how many permits a holder keeps without allocating:
+// enough for a handler that takes a disk slot and an upstream slot.
+const inlinePermits = 2
+
+// A holder is the per-request record of the slots a handler took.
+type holder struct {
+	mw *Middleware
+	w  statusWriter
+
+	mu         sync.Mutex // guards the fields below; held briefly, never across a wait
+	inline     [inlinePermits]entry
+	more       []*entry
+	n          int // entries handed out
+	done       bool
+	outcome    admit.Outcome
+	outcomeSet bool
+}
+
+// An entry is the home of one permit. While filling, an Acquire is under
+// way outside the lock and owns p; finish leaves such an entry to that
+// Acquire, which releases the permit itself if it arrives too late.
+type entry struct {
+	p       admit.Permit
+	filling bool
+}
+
+// next returns storage for one more permit. Storage is never reused: a
+// permit pointer handed to the handler keeps meaning the same permit, so
+// a stale Done on it cannot end a newer one.
+func (h *holder) next() *entry {
+	i := h.n
+	h.n++
+	if i < inlinePermits {
+		return &h.inline[i]
+	}
+	e := new(entry)
+	h.more = append(h.more, e)
+	return e
+}
+
+// each calls f for every entry handed out. h.mu must be held.
+func (h *holder) each(f func(*entry)) {
+	for i := range min(h.n, inlinePermits) {
+		f(&h.inline[i])
+	}
+	for _, e := range h.more {
+		f(e)
+	}
+}
+
+func (h *holder) acquire(ctx context.Context, g *admit.Gate, k admit.Kind) (*admit.Permit, error) {
+	h.mu.Lock()
+	if h.done {
+		h.mu.Unlock()
+		return nil, ErrHandlerDone
+	}
+	e := h.next()
+	e.filling = true
+	h.mu.Unlock()
+
+	// Wait outside the lock; the entry is ours while filling.
+	var err error
+	e.p, err = g.Acquire(ctx, k)
+
+	h.mu.Lock()
+	e.filling = false
+	late := h.done
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if late {
+		// The handler returned while we waited: nobody else would
+		// release this slot, and the work it was for is gone.
+		e.p.Done(admit.OutcomeDropped)
+		return nil, ErrHandlerDone
+	}
+	return &e.p, nil
+}
+
+// finish marks the holder done and releases every permit still held with
+// outcome o, or with the outcome the handler set. It returns how many
+// permits it released.
+func (h *holder) finish(o admit.Outcome) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = true
+	if h.outcomeSet {
+		o = h.outcome
+	}
+	n := 0
+	h.each(func(e *entry) {
+		if !e.filling && e.p.Held() {
+			e.p.Done(o)
+			n++
+		}
+	})
+	return n
+}
+
+// normalOutcome is the outcome of a handler that returned normally.
+func (h *holder) normalOutcome(ctx context.Context) admit.Outcome {
+	switch {
+	case ctx.Err() != nil:
+		return admit.OutcomeCanceled
+	case h.w.status >= 500:
+		return admit.OutcomeError
+	}
+	return admit.OutcomeOK
+}
+
+// Acquire takes a slot of kind k from g for the request that ctx belongs
+// to (a request served through Lazy or Guard), waiting in g's queue if it
+// has one, and records it so that it is released when the handler
+// returns. The returned permit may be ended earlier with Done, for a slot
+// needed only for part of the handler; the holder then leaves it alone.
+//
+// On refusal it returns the gate's *admit.RejectedError; answer it with
+// Refuse. It returns ErrNoHolder, taking nothing, when ctx has no holder,
+// and ErrHandlerDone when the handler has already returned.
+func Acquire(ctx context.Context, g *admit.Gate, k admit.Kind) (*admit.Permit, error) {
+	h, _ := ctx.Value(holderKey{}).(*holder)
+	if h == nil {
+		return nil, ErrNoHolder
+	}
+	return h.acquire(ctx, g, k)
+}
+
+// SetOutcome records how the request's admitted work ended, overriding
+// the outcome the holder would infer (see the package documentation). A
+// handler that aborts on purpose with panic(http.ErrAbortHandler) can call
+// it first, so the abort is not counted as a panic. It does nothing when
+// ctx has no holder.
+func SetOutcome(ctx context.Context, o admit.Outcome) {
+	if h, _ := ctx.Value(holderKey{}).(*holder); h != nil {
+		h.mu.Lock()
+		h.outcome, h.outcomeSet = o, true
+		h.mu.Unlock()
+	}
+}
+
+// Held reports how many slots the request that ctx belongs to holds now.
+func Held(ctx context.Context) int {
+	h, _ := ctx.Value(holderKey{}).(*holder)
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	h.each(func(e *entry) {
+		if !e.filling && e.p.Held() {
+			n++
+		}
+	})
+	return n
+}
+
+// Refuse answers r with the refusal for err, using the RefusalFunc of the
+// Middleware that serves r (WriteRefusal outside one). Handlers that take
+// slots lazily call it when Acquire fails.
+func Refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if h, _ := r.Context().Value(holderKey{}).(*holder); h != nil {
+		h.mw.refusal(w, r, err)
+		return
+	}
+	WriteRefusal(w, r, err)
+}

@@ -1,0 +1,88 @@
+package httpgate
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice/admit"
+)
+
+// Error codes in refusal bodies.
+const (
+	CodeBusy        = "BUSY"         // 503: the gate is full, shedding, or closed
+	CodeRateLimited = "RATE_LIMITED" // 429: a per-client quota refused
+	CodeInternal    = "INTERNAL"     // 500: Acquire was misused (no holder, handler done)
+	CodeBadDeadline = "BAD_DEADLINE" // 400: the deadline header is malformed
+)
+
+// Status returns the HTTP status for a refusal with reason r: 429 for a
+// quota (ReasonRate), 503 for everything else.
+func Status(r admit.Reason) int {
+	if r == admit.ReasonRate {
+		return http.StatusTooManyRequests
+	}
+	return http.StatusServiceUnavailable
+}
+
+// WriteRefusal is the default RefusalFunc. For a *admit.RejectedError it
+// writes the contract's answer: Status(reason), Retry-After from
+// RetryAfterSeconds, Content-Type: application/json, Cache-Control:
+// no-store and {"error":"BUSY"|"RATE_LIMITED","gate":…,"reason":…}; a
+// closed gate adds Connection: close. Any other error gets a 500
+// {"error":"INTERNAL"}. It never reads the request body and does not
+// allocate beyond what net/http does for a response.
+func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
+	re, ok := err.(*admit.RejectedError) // the common case, without reflection
+	if !ok && !errors.As(err, &re) {
+		writeJSON(w, http.StatusInternalServerError, append(append([]byte(nil), `{"error":"`...), CodeInternal+`"}`+"\n"...))
+		return
+	}
+	code := CodeBusy
+	if re.Reason == admit.ReasonRate {
+		code = CodeRateLimited
+	}
+	h := w.Header()
+	vals := make([]string, 5) // one allocation for every header value below
+	vals[0] = strconv.Itoa(re.RetryAfterSeconds())
+	h["Retry-After"] = vals[0:1:1]
+	if re.Reason == admit.ReasonClosed {
+		vals[1] = "close"
+		h["Connection"] = vals[1:2:2]
+	}
+	var buf [160]byte
+	b := append(buf[:0], `{"error":"`...)
+	b = append(b, code...)
+	b = append(b, `","gate":`...)
+	b = strconv.AppendQuote(b, re.Gate)
+	b = append(b, `,"reason":"`...)
+	b = append(b, re.Reason.String()...)
+	b = append(b, "\"}\n"...)
+	writeJSONVals(w, Status(re.Reason), b, vals[2:])
+}
+
+// writeJSON writes a complete small JSON response with a Content-Length,
+// so it goes out in one write without chunking.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	writeJSONVals(w, status, body, make([]string, 3))
+}
+
+// writeJSONVals is writeJSON with storage for three header values.
+func writeJSONVals(w http.ResponseWriter, status int, body []byte, vals []string) {
+	h := w.Header()
+	vals[0], vals[1], vals[2] = "application/json", "no-store", strconv.Itoa(len(body))
+	h["Content-Type"] = vals[0:1:1]
+	h["Cache-Control"] = vals[1:2:2]
+	h["Content-Length"] = vals[2:3:3]
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func writeBadDeadline(w http.ResponseWriter, header string, err error) {
+	b := append([]byte(`{"error":"`), CodeBadDeadline+`","header":`...)
+	b = strconv.AppendQuote(b, header)
+	b = append(b, `,"detail":`...)
+	b = strconv.AppendQuote(b, err.Error())
+	b = append(b, "}\n"...)
+	writeJSON(w, http.StatusBadRequest, b)
+}
