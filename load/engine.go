@@ -53,6 +53,9 @@ type Config struct {
 	// MaxLag is the schedule-lag p99 above which a window is driver-limited
 	// (zero: 10 ms).
 	MaxLag time.Duration
+	// MaxCPU is the driver CPU use, as a fraction of GOMAXPROCS, at or above
+	// which a window is driver-limited (zero: 0.95; above 1: never).
+	MaxCPU float64
 
 	// Timeout bounds connecting and waiting for response headers (zero:
 	// 10 s). DrainTimeout bounds the wait for a window's last requests
@@ -129,7 +132,7 @@ func (c *Config) withDefaults() (Config, error) {
 		return d, fmt.Errorf("%w: pick %q (want round-robin or weighted)", ErrConfig, d.Pick)
 	}
 	if d.Concurrency < 0 || d.Workers < 0 || d.QueueDepth < 0 || d.Windows < 0 ||
-		d.Duration < 0 || d.P99Budget < 0 || d.MaxLag < 0 || d.Timeout < 0 || d.DrainTimeout < 0 {
+		d.Duration < 0 || d.P99Budget < 0 || d.MaxLag < 0 || d.MaxCPU < 0 || d.Timeout < 0 || d.DrainTimeout < 0 {
 		return d, fmt.Errorf("%w: negative setting", ErrConfig)
 	}
 	if d.Concurrency == 0 && d.Shape.Count() == 0 {
@@ -152,6 +155,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if d.P99Budget == 0 {
 		d.P99Budget = 500 * time.Millisecond
+	}
+	if d.MaxCPU == 0 {
+		d.MaxCPU = 0.95
 	}
 	if d.MaxLag == 0 {
 		d.MaxLag = 10 * time.Millisecond
@@ -707,7 +713,7 @@ func (c Config) stepHeader() Step {
 		Pick: string(c.Pick), HTTP2: c.HTTP2, KeepAlive: !c.DisableKeepAlives,
 		DurationS: c.Duration.Seconds(), Windows: c.Windows, TimeoutS: c.Timeout.Seconds(),
 		DrainTimeoutS: c.DrainTimeout.Seconds(), P99BudgetMS: float64(c.P99Budget) / 1e6,
-		MaxLagMS: float64(c.MaxLag) / 1e6, MetricsURL: c.MetricsURL,
+		MaxLagMS: float64(c.MaxLag) / 1e6, MaxCPU: c.MaxCPU, MetricsURL: c.MetricsURL,
 	}
 	for _, t := range c.Targets {
 		ti := TargetInfo{Method: t.Method, URL: t.URL, Headers: t.Header, BodyBytes: len(t.Body), Weight: t.Weight}

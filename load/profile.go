@@ -147,7 +147,7 @@ func Judge(r *Report, c *Case) Verdict {
 	}
 	windows := 0
 	for si, st := range r.Steps {
-		budget, maxLag := st.Settings.P99BudgetMS, st.Settings.MaxLagMS
+		budget, maxLag, maxCPU := st.Settings.P99BudgetMS, st.Settings.MaxLagMS, st.Settings.MaxCPU
 		if c != nil && c.P99BudgetMS > 0 {
 			budget = c.P99BudgetMS
 		}
@@ -155,7 +155,7 @@ func Judge(r *Report, c *Case) Verdict {
 			windows++
 			wv := WindowVerdict{Step: si, Window: w.Index, Status: StatusPass, Reasons: []string{}}
 			where := fmt.Sprintf("step %d (%s) window %d", si, st.Label, w.Index)
-			if dl := DriverLimits(w, budget, maxLag); len(dl) > 0 {
+			if dl := DriverLimits(w, budget, maxLag, maxCPU); len(dl) > 0 {
 				wv.Status = StatusInvalid
 				for _, s := range dl {
 					wv.Reasons = append(wv.Reasons, "driver-limited: "+s)

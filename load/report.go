@@ -88,6 +88,7 @@ type Settings struct {
 	DrainTimeoutS float64      `json:"drain_timeout_s"`
 	P99BudgetMS   float64      `json:"p99_budget_ms"`
 	MaxLagMS      float64      `json:"max_lag_ms"`
+	MaxCPU        float64      `json:"max_cpu"`
 	MetricsURL    string       `json:"metrics_url,omitempty"`
 }
 

@@ -27,7 +27,7 @@ func (e *engine) afterWindow(ctx context.Context, w *winRec, before *scrape) Win
 	if e.scraper != nil {
 		win.Metrics = attribute(e.scraper.url, before, after, win.Counts)
 	}
-	win.Driver.Reasons = DriverLimits(win, float64(e.cfg.P99Budget)/1e6, float64(e.cfg.MaxLag)/1e6)
+	win.Driver.Reasons = DriverLimits(win, float64(e.cfg.P99Budget)/1e6, float64(e.cfg.MaxLag)/1e6, e.cfg.MaxCPU)
 	win.Driver.Limited = len(win.Driver.Reasons) > 0
 	return win
 }
@@ -142,19 +142,22 @@ func sortRefusals(rs []Refusal) {
 // doing, not the server's; empty means the driver kept up:
 //   - its schedule lag p99 exceeded maxLagMS (the pacer, which never waits on
 //     responses, could not keep the timetable);
-//   - its CPU was saturated (>= 95% of GOMAXPROCS);
+//   - its CPU use reached maxCPU of GOMAXPROCS (saturated; 0 means 0.95);
 //   - it dropped arrivals (queue full) although the server answered within
 //     the p99 budget (request time p99 <= budgetMS): the pool was too small
 //     for the rate, which Little's law would have predicted.
 //
 // Drops while the server itself was slow are the server's: they are not
 // listed here.
-func DriverLimits(w Window, budgetMS, maxLagMS float64) []string {
+func DriverLimits(w Window, budgetMS, maxLagMS, maxCPU float64) []string {
+	if maxCPU == 0 {
+		maxCPU = 0.95
+	}
 	r := []string{}
 	if lag := w.Driver.ScheduleLag; lag.Count > 0 && maxLagMS > 0 && lag.P99 > maxLagMS {
 		r = append(r, fmt.Sprintf("schedule lag p99 %.2f ms > %.2f ms", lag.P99, maxLagMS))
 	}
-	if w.Driver.CPUUtilization >= 0.95 {
+	if w.Driver.CPUUtilization >= maxCPU {
 		r = append(r, fmt.Sprintf("driver CPU saturated (%.0f%% of GOMAXPROCS)", 100*w.Driver.CPUUtilization))
 	}
 	if d := w.Counts.DropReasons[DropQueueFull]; d > 0 && budgetMS > 0 && w.Latency.RequestTime.P99 <= budgetMS {

@@ -127,6 +127,7 @@ type runFlags struct {
 	queueDepth   int
 	p99Budget    time.Duration
 	maxLag       time.Duration
+	maxCPU       float64
 	timeout      time.Duration
 	drainTimeout time.Duration
 	http2        bool
@@ -151,6 +152,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	fs.IntVar(&rf.queueDepth, "queue-depth", 0, "open loop: arrival queue bound (0: max(workers, rate × p99-budget))")
 	fs.DurationVar(&rf.p99Budget, "p99-budget", 500*time.Millisecond, "response-time p99 budget (sizes the queue; tells driver drops from server slowness)")
 	fs.DurationVar(&rf.maxLag, "max-lag", 10*time.Millisecond, "schedule-lag p99 above which a window is driver-limited")
+	fs.Float64Var(&rf.maxCPU, "max-cpu", 0.95, "driver CPU use (fraction of GOMAXPROCS) at which a window is driver-limited; above 1 never")
 	fs.DurationVar(&rf.timeout, "timeout", 10*time.Second, "connect and response-header timeout per request")
 	fs.DurationVar(&rf.drainTimeout, "drain-timeout", 0, "longest wait for a window's last requests (0: timeout + 5s)")
 	fs.BoolVar(&rf.http2, "http2", false, "speak HTTP/2 only (h2c for http:// URLs)")
@@ -264,6 +266,9 @@ func (rf *runFlags) config() (load.Config, error) {
 	if rf.p99Budget <= 0 || rf.timeout <= 0 || rf.maxLag <= 0 || rf.drainTimeout < 0 {
 		return cfg, fmt.Errorf("--p99-budget, --timeout and --max-lag must be > 0")
 	}
+	if !(rf.maxCPU > 0) {
+		return cfg, fmt.Errorf("--max-cpu must be > 0")
+	}
 	switch rf.live {
 	case "auto", "on", "off":
 	default:
@@ -323,7 +328,7 @@ func (rf *runFlags) config() (load.Config, error) {
 		return cfg, fmt.Errorf("--pick must be round-robin or weighted")
 	}
 	cfg.Workers, cfg.QueueDepth, cfg.P99Budget = rf.workers, rf.queueDepth, rf.p99Budget
-	cfg.MaxLag, cfg.Timeout, cfg.DrainTimeout = rf.maxLag, rf.timeout, rf.drainTimeout
+	cfg.MaxLag, cfg.MaxCPU, cfg.Timeout, cfg.DrainTimeout = rf.maxLag, rf.maxCPU, rf.timeout, rf.drainTimeout
 	cfg.HTTP2, cfg.DisableKeepAlives, cfg.MetricsURL = rf.http2, rf.noKeepAlive, rf.metrics
 	return cfg, nil
 }
