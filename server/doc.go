@@ -1,0 +1,44 @@
+// Package server is the frame that sluice's servers (static files, the
+// lab, later the reverse proxy) plug into: a main listener that refuses
+// connections beyond a limit, a separate admin listener for health,
+// metrics and state, and a graceful shutdown that keeps every promise made
+// to admitted work.
+//
+// # Parts
+//
+//   - Main listener: Config.Addr (127.0.0.1:8080 by default), wrapped in a
+//     connlimit.Listener, so connections beyond MaxConns get a canned 503
+//     and are closed rather than left in the backlog. The http.Server gets
+//     its ReadHeaderTimeout and IdleTimeout from Config.Conn.
+//   - Admin listener: Config.AdminAddr (127.0.0.1:9090 by default), a
+//     different socket with its own small http.Server and no gate, so its
+//     answers do not depend on the main listener's load:
+//   - GET /healthz: 200 {"status":"ok"}, or 503 {"status":"draining"}
+//     once shutdown has begun, so a balancer stops sending work.
+//   - GET /metrics: Prometheus text from a registry holding the process
+//     and Go runtime collectors (process_cpu_seconds_total and friends),
+//     the gates (promsluice.GateMetrics) and the listener
+//     (promsluice.ConnMetrics).
+//   - GET /state: JSON, per gate offered, admitted, rejected by reason,
+//     completed by outcome, inflight, waiting and capacity; the
+//     connection counters; whether the server is draining.
+//
+// # Shutdown
+//
+// When the context given to Serve ends, the server:
+//
+//  1. marks itself draining (/healthz answers 503) and runs the
+//     Config.OnShutdown hooks;
+//  2. stops accepting (the listener closes) and closes idle keep-alive
+//     connections; connections with a request in progress are left alone,
+//     and HTTP/1.1 responses written from now on carry Connection: close;
+//  3. closes every gate, so requests queued for a slot are refused at once
+//     with reason closed (503, Connection: close) instead of waiting out
+//     the drain, while admitted work keeps its slot;
+//  4. waits up to ShutdownTimeout for admitted work to finish. Until then
+//     no connection with a request in progress is reset. If the timeout
+//     passes, the remaining connections are closed and Serve reports what
+//     was cut short (slots still held per gate, connections still open) in
+//     the log and in a *CutShortError;
+//  5. shuts the admin listener down last, so the drain can be watched.
+package server
