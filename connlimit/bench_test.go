@@ -46,8 +46,12 @@ func BenchmarkConnection(b *testing.B) {
 			b.Fatalf("%d connections refused on the served path", s.Rejected[ReasonMaxConns])
 		}
 	})
-	for name, linger := range map[string]time.Duration{"refused": 0, "refused_fast": -1} {
-		b.Run(name, func(b *testing.B) {
+	for _, mode := range []struct {
+		name   string
+		linger time.Duration
+	}{{"refused", 0}, {"refused_fast", -1}} {
+		linger := mode.linger
+		b.Run(mode.name, func(b *testing.B) {
 			l := startServer(b, Config{MaxConns: 1, RefuseLinger: linger}, handler)
 			dial(b, l.Addr()).mustGet("/") // holds the only slot
 			benchConnections(b, l.Addr(), http.StatusServiceUnavailable, linger < 0)

@@ -50,14 +50,19 @@ for r in $(seq "$rounds"); do
 	done
 done
 awk '
-	{ v[$1] = v[$1] " " $6 }
-	function median(s,   a, n, i, j, t) {
-		n = split(s, a, " ")
-		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	{ v[$1] = v[$1] " " $6; n[$1]++; c[$1, n[$1]] = $6 }
+	function median(s,   a, k, i, j, t) {
+		k = split(s, a, " ")
+		for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
 	}
 	END {
 		p = median(v["plain"]); s = median(v["served"]); f = median(v["refused"]); q = median(v["refused_fast"])
 		printf "median server CPU per response (us): plain %.2f  served %.2f  refused %.2f  refused_fast %.2f\n", p, s, f, q
-		printf "ratios: refused/served %.2f  refused_fast/served %.2f  served/plain %.2f\n", f / s, q / s, s / p
+		for (r = 1; r <= n["served"]; r++) {
+			rf = rf " " c["refused", r] / c["served", r]
+			rq = rq " " c["refused_fast", r] / c["served", r]
+			sp = sp " " c["served", r] / c["plain", r]
+		}
+		printf "median of per-round ratios: refused/served %.2f  refused_fast/served %.2f  served/plain %.2f\n", median(rf), median(rq), median(sp)
 	}' "$tmp/results"
