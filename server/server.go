@@ -261,7 +261,11 @@ func (s *Server) Serve(ctx context.Context) error {
 		running++
 		go func() { errc <- s.adminSrv.Serve(s.admin) }()
 	}
-	s.log(slog.LevelInfo, "serving", slog.String("addr", s.Addr().String()), slog.Any("admin_addr", s.AdminAddr()),
+	adminAddr := "off"
+	if a := s.AdminAddr(); a != nil {
+		adminAddr = a.String()
+	}
+	s.log(slog.LevelInfo, "serving", slog.String("addr", s.Addr().String()), slog.String("admin_addr", adminAddr),
 		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)))
 
 	var serveErr error

@@ -2,11 +2,88 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/lab"
+	"github.com/sluicehq/sluice/server"
 )
 
-// runLab is a placeholder until its issue lands; it says so and fails.
-func runLab(_ context.Context, e env, _ []string) int {
-	fmt.Fprintln(e.stderr, "sluice lab: not built yet")
-	return exitFail
+// DefaultLabAddr is where `sluice lab` listens: loopback, because
+// /release is an unauthenticated control.
+const defaultLabAddr = "127.0.0.1:18440"
+
+// runLab runs `sluice lab`, the backpressure lab of seed 001: GET /work,
+// POST /release and GET /state on one listener.
+func runLab(ctx context.Context, e env, args []string) int {
+	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	usageFor(fs, "usage: sluice lab [flags]\n\n"+
+		"Run the backpressure lab: GET /work holds one of --slots business slots until POST /release\n"+
+		"or --hold-limit (then 504); while every slot is held, GET /work gets 503, Retry-After: 1 and\n"+
+		"{\"error\":\"BUSY\"}. GET /state shows active, admitted, rejected and completed.\n"+
+		"/release is unauthenticated: keep --addr on loopback.")
+	addr := fs.String("addr", defaultLabAddr, "listen `host:port` for /work, /release and /state")
+	slots := fs.Int("slots", lab.DefaultSlots, "business slots")
+	hold := fs.Duration("hold-limit", lab.DefaultHoldLimit, "longest a /work holds its slot waiting for /release")
+	shutdown := fs.Duration("shutdown-timeout", 5*time.Second, "on SIGINT/SIGTERM, wait this long for responses in progress")
+	var lo logOptions
+	lo.register(fs)
+	if err := parseFlags(fs, e, args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "sluice lab: unexpected argument %q (see --help)\n", fs.Arg(0))
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
+		return exitUsage
+	}
+	if err := checkAddr("addr", *addr); err != nil {
+		return fail(err)
+	}
+	if *slots < 1 || *slots > admit.MaxCapacity {
+		return fail(fmt.Errorf("--slots %d: want 1 to %d", *slots, admit.MaxCapacity))
+	}
+	if err := checkPositive("hold-limit", *hold); err != nil {
+		return fail(err)
+	}
+	if *shutdown < 0 {
+		return fail(fmt.Errorf("--shutdown-timeout %v: must be 0 or more", *shutdown))
+	}
+	logger, err := lo.logger(e.stderr)
+	if err != nil {
+		return fail(err)
+	}
+	l, err := lab.New(lab.Config{Slots: *slots, HoldLimit: *hold, Logger: logger})
+	if err != nil {
+		return fail(err)
+	}
+	st := *shutdown
+	if st == 0 {
+		st = -1
+	}
+	srv, err := server.Listen(ctx, server.Config{
+		Addr:    *addr,
+		NoAdmin: true,
+		Handler: l.Handler(),
+		Gates:   []*admit.Gate{l.Gate()},
+		// The lab's own limits are the slots; keep the connection limit
+		// out of the way of a curl walkthrough but bounded.
+		Conn:            connlimit.Config{MaxConns: 1024},
+		ShutdownTimeout: st,
+		// Held /work requests would otherwise wait out the hold limit.
+		OnShutdown: []func(){l.Close},
+		Logger:     logger,
+	})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
+		return exitFail
+	}
+	logger.Info("lab listening", "addr", srv.Addr().String(), "business_slots", *slots, "hold_limit", *hold)
+	return serveUntilDone(ctx, e, "lab", srv)
 }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// lockedBuffer is a goroutine-safe stderr for subcommands run in-process.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runSubcommand runs a subcommand in-process with the given environment.
+func runSubcommand(ctx context.Context, run func(context.Context, env, []string) int, envs map[string]string, args ...string) (int, string) {
+	var out lockedBuffer
+	code := run(ctx, env{stdout: &out, stderr: &out, getenv: func(k string) string { return envs[k] }}, args)
+	return code, out.String()
+}
+
+// logRecord finds the first JSON log record with the given msg in the
+// output, waiting for it to appear.
+func logRecord(t *testing.T, out *lockedBuffer, msg string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		sc := bufio.NewScanner(strings.NewReader(out.String()))
+		for sc.Scan() {
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
+				return rec
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no log record %q in:\n%s", msg, out.String())
+	return nil
+}
+
+func TestServeBadFlagsExitTwo(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		envs map[string]string
+		want string
+	}{
+		{"negative max-conns", []string{"--max-conns", "-1"}, nil, "--max-conns -1"},
+		{"bad addr", []string{"--addr", "localhost"}, nil, "--addr \"localhost\""},
+		{"bad port", []string{"--admin-addr", "127.0.0.1:http2"}, nil, "--admin-addr"},
+		{"same addr twice", []string{"--addr", "127.0.0.1:7000", "--admin-addr", "127.0.0.1:7000"}, nil, "its own port"},
+		{"zero idle timeout", []string{"--idle-timeout", "0s"}, nil, "--idle-timeout 0s"},
+		{"negative header timeout", []string{"--read-header-timeout", "-1s"}, nil, "--read-header-timeout"},
+		{"negative shutdown timeout", []string{"--shutdown-timeout", "-1s"}, nil, "--shutdown-timeout"},
+		{"log format", []string{"--log-format", "xml"}, nil, "--log-format \"xml\""},
+		{"log level", []string{"--log-level", "loud"}, nil, "--log-level \"loud\""},
+		{"positional", []string{"extra"}, nil, "unexpected argument \"extra\""},
+		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined"},
+		{"bad env twin", nil, map[string]string{"SLUICE_MAX_CONNS": "many"}, "SLUICE_MAX_CONNS"},
+		{"bad env duration", nil, map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "-5s"}, "--shutdown-timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out := runSubcommand(context.Background(), runServe, tt.envs, tt.args...)
+			if code != exitUsage || !strings.Contains(out, tt.want) {
+				t.Errorf("exit %d, output %q; want %d and %q", code, out, exitUsage, tt.want)
+			}
+		})
+	}
+}
+
+func TestServeHelpListsFlags(t *testing.T) {
+	code, out := runSubcommand(context.Background(), runServe, nil, "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, f := range []string{"-addr", "-admin-addr", "-max-conns", "-idle-timeout", "-read-header-timeout",
+		"-shutdown-timeout", "-log-level", "-log-format", "SLUICE_SOME_FLAG"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("--help lacks %q", f)
+		}
+	}
+}
+
+// TestServeRunsAndShutsDown starts serve on free ports (from an
+// environment twin and a flag), checks both listeners, then cancels.
+func TestServeRunsAndShutsDown(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	e := env{stdout: &out, stderr: &out, getenv: func(k string) string {
+		return map[string]string{"SLUICE_ADDR": "127.0.0.1:0", "SLUICE_LOG_FORMAT": "json"}[k]
+	}}
+	go func() {
+		done <- runServe(ctx, e, []string{"--admin-addr", "127.0.0.1:0", "--max-conns", "32", "--shutdown-timeout", "2s"})
+	}()
+	rec := logRecord(t, &out, "serving")
+	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	if rec["max_conns"] != float64(32) {
+		t.Errorf("max_conns = %v, want 32 from the flag", rec["max_conns"])
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	get := func(url string) (int, string) {
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("http://" + addr + "/"); code == 0 {
+		t.Error("main listener did not answer")
+	}
+	if code, body := get("http://" + admin + "/healthz"); code != 200 || !strings.Contains(body, "ok") {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := get("http://" + admin + "/metrics"); code != 200 || !strings.Contains(body, "process_cpu_seconds_total") ||
+		!strings.Contains(body, "sluice_connections_max 32") {
+		t.Errorf("/metrics: %d, lacks process or connection metrics", code)
+	}
+	if code, body := get("http://" + admin + "/state"); code != 200 || !strings.Contains(body, `"max_conns": 32`) {
+		t.Errorf("/state: %d %q", code, body)
+	}
+	tr.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d after shutdown:\n%s", code, out.String())
+	}
+	logRecord(t, &out, "shut down cleanly")
+}
+
+// TestServePortInUseFails: a listener that cannot bind is a failure (1),
+// not a usage error, and says which listener.
+func TestServePortInUseFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	go func() {
+		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"})
+	}()
+	rec := logRecord(t, &out, "serving")
+	code, msg := runSubcommand(context.Background(), runServe, nil, "--addr", "127.0.0.1:0", "--admin-addr", fmt.Sprint(rec["admin_addr"]))
+	if code != exitFail || !strings.Contains(msg, "admin listener") {
+		t.Errorf("exit %d, %q; want 1 naming the admin listener", code, msg)
+	}
+	cancel()
+	<-done
+}
