@@ -98,7 +98,7 @@ func TestAttributeMatching(t *testing.T) {
 	m := &Metrics{Rejections: []Rejection{
 		{Gate: "disk", Kind: "read", Reason: "full", Delta: 5},
 		{Gate: "disk", Kind: "stream", Reason: "full", Delta: 2},
-		{Gate: "upstream", Kind: "proxy", Reason: "queue_full", Delta: 3},
+		{Gate: "upstream", Kind: "proxy", Reason: "queue_full", Delta: 5},
 	}}
 	c := Counts{Refused: 14, Refusals: []Refusal{
 		{Status: 503, Gate: "disk", Reason: "full", Count: 9},  // 7 match, 2 do not

@@ -45,7 +45,10 @@ func ExampleJudge() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
 	shape, _ := load.Constant(100, 200*time.Millisecond)
-	r, _ := load.Run(context.Background(), "load", load.Meta{}, []load.Config{{Targets: []load.Target{{URL: srv.URL}}, Shape: shape}})
+	r, _ := load.Run(context.Background(), "load", load.Meta{}, []load.Config{{
+		Targets: []load.Target{{URL: srv.URL}}, Shape: shape,
+		MaxLag: time.Second, MaxCPU: 2, // generous driver limits: a shared test machine
+	}})
 	fmt.Println(load.Judge(r, &c).Status)
 	// Output: PASS
 }
