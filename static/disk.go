@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/httpgate"
 )
 
 // slot records whether a request holds a disk slot, so that a release
@@ -94,7 +95,7 @@ func (d *diskResponse) load() bool {
 		var err error
 		if d.slot.p, err = d.h.gate.Acquire(d.r.Context(), kind); err != nil {
 			d.abort()
-			writeRefusal(d.ResponseWriter, err)
+			httpgate.WriteRefusal(d.ResponseWriter, d.r, err)
 			return false
 		}
 	}

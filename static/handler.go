@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/httpgate"
 )
 
 // Handler serves files with disk reads behind the "disk" gate. It is an
@@ -178,7 +179,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var s slot
 		var err error
 		if s.p, err = h.gate.Acquire(r.Context(), h.kindRead); err != nil {
-			writeRefusal(w, err)
+			httpgate.WriteRefusal(w, r, err)
 			return
 		}
 		defer s.release(admit.OutcomeOK)

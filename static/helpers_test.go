@@ -195,8 +195,8 @@ func holdSlots(t *testing.T, g *admit.Gate) func() {
 type slowFS struct {
 	fs.FS
 	match     string
-	opened    chan string   // receives the name on each matching Open (if not nil)
-	hold      atomic.Bool   // while true, each matching Read waits for a token on readGate
+	opened    chan string // receives the name on each matching Open (if not nil)
+	hold      atomic.Bool // while true, each matching Read waits for a token on readGate
 	readGate  chan struct{}
 	readDelay time.Duration
 	stop      chan struct{} // closed by stopWaiting: reads stop waiting for tokens

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -25,14 +27,15 @@ func main() {
 	root := flag.String("root", "", "directory to serve (sluice mode: empty = demo site)")
 	workLimit := flag.Int64("work-limit", 16, "disk slots (sluice mode)")
 	scope := flag.String("gate-scope", "disk", "disk or request (sluice mode)")
+	slowRead := flag.Duration("slow-read", 0, "sleep this long in every Read of a file (sluice mode): a slow disk without FUSE")
 	flag.Parse()
-	if err := run(*mode, *addr, *root, *workLimit, *scope); err != nil {
+	if err := run(*mode, *addr, *root, *workLimit, *scope, *slowRead); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode, addr, root string, workLimit int64, scopeName string) error {
+func run(mode, addr, root string, workLimit int64, scopeName string, slowRead time.Duration) error {
 	var h http.Handler
 	switch mode {
 	case "sluice":
@@ -40,7 +43,16 @@ func run(mode, addr, root string, workLimit int64, scopeName string) error {
 		if err != nil {
 			return err
 		}
-		sh, err := static.New(static.Config{Root: root, WorkLimit: workLimit, Scope: sc})
+		cfg := static.Config{Root: root, WorkLimit: workLimit, Scope: sc}
+		if slowRead > 0 {
+			r, err := os.OpenRoot(root)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			cfg.Root, cfg.FS = "", slowFS{r.FS(), slowRead}
+		}
+		sh, err := static.New(cfg)
 		if err != nil {
 			return err
 		}
@@ -74,4 +86,35 @@ func run(mode, addr, root string, workLimit int64, scopeName string) error {
 		return err
 	}
 	return nil
+}
+
+// slowFS sleeps in every Read: the static.Config.FS hook for a slow disk.
+// Stat stays fast (the handler never gates it).
+type slowFS struct {
+	fs.FS
+	delay time.Duration
+}
+
+func (s slowFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(s.FS, name) }
+
+func (s slowFS) Open(name string) (fs.File, error) {
+	f, err := s.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return slowFile{f, s.delay}, nil
+}
+
+type slowFile struct {
+	fs.File
+	delay time.Duration
+}
+
+func (f slowFile) Read(p []byte) (int, error) {
+	time.Sleep(f.delay)
+	return f.File.Read(p)
+}
+
+func (f slowFile) Seek(off int64, whence int) (int64, error) {
+	return f.File.(io.Seeker).Seek(off, whence)
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# static-vs-nginx.sh measures cache-hit throughput of sluice's static
+# handler side by side with nginx (one worker process, generated config)
+# and net/http.FileServer, on the same files, in one run. Each server is
+# pinned to SERVER_CPUS (one core, matching nginx's one worker; Go's
+# GOMAXPROCS follows the affinity) and wrk to WRK_CPUS. Rounds are
+# interleaved (sluice, FileServer, nginx, sluice, ...) and the median of
+# each server's rounds is compared.
+#
+#   bench/scripts/static-vs-nginx.sh
+#   ROUNDS=5 DURATION=5s CONNS=64 FILE=/index.html bench/scripts/static-vs-nginx.sh
+#
+# Targets: sluice >= 2x FileServer and >= 0.8x nginx.
+set -euo pipefail
+source "$(dirname "$0")/static-common.sh"
+DURATION=${DURATION:-5s}
+ROUNDS=${ROUNDS:-3}
+CONNS=${CONNS:-64}
+FILE=${FILE:-/index.html}
+
+build_servers
+make_site
+machine_line
+echo "wrk -t1 -c$CONNS -d$DURATION --timeout 5s http://127.0.0.1:$PORT$FILE, $ROUNDS interleaved rounds, one warm-up GET each"
+echo
+declare -A RPS CPU
+for round in $(seq 1 "$ROUNDS"); do
+	for server in sluice fileserver nginx; do
+		case $server in
+		sluice) start_sluice disk 16 ;;
+		fileserver) start_fileserver ;;
+		nginx) start_nginx ;;
+		esac
+		read -r rps bad _ cpu < <(run_wrk "$CONNS" "$DURATION" "$FILE")
+		if [ "$bad" != 0 ]; then
+			echo "$server answered $bad non-2xx responses" >&2
+			exit 1
+		fi
+		RPS[$server]="${RPS[$server]:-} $rps"
+		CPU[$server]="${CPU[$server]:-} $cpu"
+		stop_server
+	done
+done
+s=$(median ${RPS[sluice]})
+f=$(median ${RPS[fileserver]})
+n=$(median ${RPS[nginx]})
+sc=$(median ${CPU[sluice]})
+echo "| server | requests/s (median) | rounds | sluice / this | server CPU µs/request (median) | rounds | this / sluice |"
+echo "|---|---:|---|---:|---:|---|---:|"
+for server in sluice fileserver nginx; do
+	m=$(median ${RPS[$server]})
+	c=$(median ${CPU[$server]})
+	echo "| $server | $(printf '%.0f' "$m") |$(printf ' %.0f' ${RPS[$server]}) | $(awk -v a="$s" -v b="$m" 'BEGIN {printf "%.2fx", a/b}') | $c |${CPU[$server]} | $(awk -v a="$c" -v b="$sc" 'BEGIN {printf "%.2fx", a/b}') |"
+done
+echo
+status=0
+awk -v s="$s" -v f="$f" 'BEGIN {exit !(s >= 2*f)}' || { echo "MISSED TARGET: sluice < 2x FileServer" >&2; status=1; }
+awk -v s="$s" -v n="$n" 'BEGIN {exit !(s >= 0.8*n)}' || { echo "MISSED TARGET: sluice < 0.8x nginx" >&2; status=1; }
+exit $status
