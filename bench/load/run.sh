@@ -7,10 +7,10 @@ rate=${1:-20000}
 dur=${2:-10s}
 rounds=${3:-3}
 tmp=$(mktemp -d)
-trap 'kill $srv 2>/dev/null || true; rm -rf "$tmp"' EXIT
+srv=; trap '[ -n "$srv" ] && kill $srv 2>/dev/null || true; rm -rf "$tmp"' EXIT
 go build -o "$tmp/sluice" ./cmd/sluice
 (cd bench && go build -o "$tmp/trivial" ./load/trivial && go build -o "$tmp/compare" ./load/compare \
-  && go build -o "$tmp/vegeta" github.com/tsenart/vegeta/v12)
+  && go build -o "$tmp/vegeta" github.com/tsenart/vegeta/v12) # a tool directive in bench/go.mod keeps it
 "$tmp/trivial" -addr 127.0.0.1:18082 & srv=$!
 sleep 0.5
 "$tmp/compare" -sluice "$tmp/sluice" -vegeta "$tmp/vegeta" -url http://127.0.0.1:18082/ \
