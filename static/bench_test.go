@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -84,4 +85,21 @@ func BenchmarkFileServer(b *testing.B) {
 	}
 	defer root.Close()
 	benchHit(b, http.FileServerFS(root.FS()), "/page.html")
+}
+
+// BenchmarkCacheHitUnderLazy is the hit path as `sluice serve` mounts it:
+// inside httpgate's Lazy middleware (a per-request holder), which the
+// static handler does not need (it records its own slot).
+func BenchmarkCacheHitUnderLazy(b *testing.B) {
+	dir := writeTree(b, map[string]string{"page.html": strings.Repeat("<p>sluice</p>\n", 50)})
+	h, err := static.New(static.Config{Root: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	mw, err := httpgate.New(httpgate.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchHit(b, mw.Lazy(h), "/page.html")
 }
