@@ -18,8 +18,8 @@ const (
 	DefaultReserveFraction = 10
 	// DefaultBusyWriteTimeout bounds the write of the busy reply.
 	DefaultBusyWriteTimeout = 100 * time.Millisecond
-	// DefaultRefuseLinger bounds how long a refused connection is kept
-	// half-closed so that the client reads the busy reply before the close.
+	// DefaultRefuseLinger bounds the polite refusal of one connection
+	// (see Config.RefuseLinger).
 	DefaultRefuseLinger = 500 * time.Millisecond
 	// DefaultMaxRefusing bounds the refused connections lingering at once.
 	DefaultMaxRefusing = 64
@@ -88,9 +88,9 @@ type Config struct {
 
 	// MaxRefusing bounds the refused connections lingering at once; each
 	// holds a file descriptor, so they come out of Reserve. Beyond it a
-	// refused connection gets BusyReply at once on the accept path and is
-	// closed (the client may then see a reset instead of the reply). Zero means
-	// DefaultMaxRefusing, or a quarter of the reserve (at least 1) if that
+	// refused connection gets BusyReply at once on the accept path and
+	// is closed (the client may then see a reset after the reply, or
+	// instead of it). Zero means DefaultMaxRefusing, or a quarter of the reserve (at least 1) if that
 	// is smaller and MaxConns is derived. Negative is invalid.
 	MaxRefusing int
 
@@ -130,6 +130,15 @@ func HTTPBusyReply(retryAfterSeconds int) []byte {
 		"Cache-Control: no-store\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n" +
 		"\r\n" + body)
+}
+
+// Validate reports what New would reject, without a listener: an error
+// wrapping ErrInvalidConfig or ErrNoHeadroom, or nil. With MaxConns zero
+// it reads the process's file-descriptor limit. Useful to check flags
+// before binding a port.
+func (cfg Config) Validate() error {
+	_, err := cfg.resolve(softNoFile)
+	return err
 }
 
 // resolved is a Config with the defaults filled in and the limit derived.

@@ -13,9 +13,10 @@ import (
 // connection cannot half-close.
 var errNoCloseWrite = errors.New("connlimit: wrapped connection does not support CloseWrite")
 
-// Conn is an accepted connection that holds one of the Listener's slots.
-// Close releases the slot exactly once, however many times it is called,
-// and whichever goroutine calls it.
+// Conn is an accepted connection that holds one of the Listener's slots;
+// Listener.Accept is the only source of Conns. Close releases the slot
+// exactly once, however many times it is called, and whichever goroutine
+// calls it.
 //
 // Conn forwards CloseWrite and ReadFrom to the wrapped connection, so
 // net/http's graceful close and sendfile keep working; NetConn returns

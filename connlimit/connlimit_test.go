@@ -36,6 +36,9 @@ func TestConfigRejectsOutOfRangeFields(t *testing.T) {
 		{"negative MaxAcceptBackoff", Config{MaxAcceptBackoff: -time.Second}, "MaxAcceptBackoff -1s is below 5ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate: %v, want ErrInvalidConfig", err)
+			}
 			_, err := New(nil, tc.cfg)
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("New: %v, want ErrInvalidConfig", err)
@@ -112,6 +115,9 @@ func TestNewReadsProcessLimit(t *testing.T) {
 	want := int(soft) - max(DefaultMinReserve, int(soft)/DefaultReserveFraction)
 	if want < 1 {
 		t.Skipf("soft limit %d too low for a derived limit", soft)
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("the zero Config does not validate: %v", err)
 	}
 	l, err := New(nil, Config{})
 	if err != nil {

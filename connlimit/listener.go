@@ -74,7 +74,7 @@ func newListener(inner net.Listener, cfg Config, noFile func() (uint64, error)) 
 // and wraps the listener with New.
 func Listen(ctx context.Context, network, address string, cfg Config) (*Listener, error) {
 	// Validate first so a bad config does not bind the port.
-	if _, err := cfg.resolve(softNoFile); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	var lc net.ListenConfig
