@@ -48,6 +48,7 @@ ladder() { # PART LIMIT SCOPE
 	echo "| concurrency | requests/s | 503 % | vs own rate at 16 | server CPU µs/request |"
 	echo "|---:|---:|---:|---:|---:|"
 	local base= c rps bad total cpu pct ratio
+	check_200 /index.html
 	for c in $CONCS; do
 		read -r rps bad total cpu < <(run_wrk "$c" "$DURATION" /index.html)
 		pct=$(awk -v b="$bad" -v t="$total" 'BEGIN {printf "%.1f", t ? 100*b/t : 0}')

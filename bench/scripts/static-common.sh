@@ -43,6 +43,9 @@ make_site() {
 		for i in $(seq 1 16); do echo "<p>line $i of the benchmark page, served from memory.</p>"; done
 		echo '</body></html>'
 	} >"$SITE/index.html"
+	# The same page under another name: FileServer answers /index.html
+	# with a redirect to ./, so comparisons use /page.html.
+	cp "$SITE/index.html" "$SITE/page.html"
 	# Over the 1 MiB cache limit: always streamed from disk, under a slot.
 	head -c $((4 << 20)) /dev/urandom >"$SITE/large.bin"
 }
@@ -144,6 +147,18 @@ server_cpu_ticks() {
 		sum=$((sum + t))
 	done
 	echo "$sum"
+}
+
+# check_200 PATH: the server answers 200 with the file's full size (not a
+# redirect, which wrk would count as a success).
+check_200() {
+	local got want
+	got=$(curl -s -o /dev/null -w '%{http_code} %{size_download}' "http://127.0.0.1:$PORT$1")
+	want="200 $(stat -c %s "$SITE$1")"
+	if [ "$got" != "$want" ]; then
+		echo "GET $1: got '$got', want '$want'" >&2
+		exit 1
+	fi
 }
 
 # run_wrk CONNS DURATION PATH -> prints "rps non2xx total cpu_us_per_request".

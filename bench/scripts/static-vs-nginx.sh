@@ -8,7 +8,7 @@
 # each server's rounds is compared.
 #
 #   bench/scripts/static-vs-nginx.sh
-#   ROUNDS=5 DURATION=5s CONNS=64 FILE=/index.html bench/scripts/static-vs-nginx.sh
+#   ROUNDS=5 DURATION=5s CONNS=64 FILE=/page.html bench/scripts/static-vs-nginx.sh
 #
 # Targets: sluice >= 2x FileServer and >= 0.8x nginx.
 set -euo pipefail
@@ -16,7 +16,7 @@ source "$(dirname "$0")/static-common.sh"
 DURATION=${DURATION:-5s}
 ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-64}
-FILE=${FILE:-/index.html}
+FILE=${FILE:-/page.html}
 
 build_servers
 make_site
@@ -31,6 +31,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		fileserver) start_fileserver ;;
 		nginx) start_nginx ;;
 		esac
+		check_200 "$FILE"
 		read -r rps bad _ cpu < <(run_wrk "$CONNS" "$DURATION" "$FILE")
 		if [ "$bad" != 0 ]; then
 			echo "$server answered $bad non-2xx responses" >&2
