@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -117,4 +118,36 @@ sluice_connections_open 0
 	if err := <-acceptDone; !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Close: %v", err)
 	}
+}
+
+// Export a connection-limited listener's counters next to the gates'.
+func ExampleNewConnMetrics() {
+	l, err := connlimit.Listen(context.Background(), "tcp", "127.0.0.1:0", connlimit.Config{MaxConns: 100})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promsluice.NewConnMetrics(l))
+
+	families, err := reg.Gather()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, mf := range families {
+		fmt.Println(mf.GetName(), len(mf.GetMetric()))
+	}
+	// Output:
+	// sluice_accept_backoffs_total 1
+	// sluice_accept_errors_total 4
+	// sluice_connections_accepted_total 1
+	// sluice_connections_busy_write_errors_total 1
+	// sluice_connections_closed_header_timeout_total 1
+	// sluice_connections_closed_idle_total 1
+	// sluice_connections_max 1
+	// sluice_connections_open 1
+	// sluice_connections_refusing 1
+	// sluice_connections_rejected_total 1
 }
