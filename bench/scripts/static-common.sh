@@ -10,10 +10,20 @@ ADMIN_PORT=${ADMIN_PORT:-18432}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-static-bench.XXXXXX")
 chmod 755 "$WORK" # nginx workers run as an unprivileged user and must read the site
 SERVER_PID=
+BG_PID= # a background load generator, stopped with the server
 
 cleanup() {
+	stop_bg
 	stop_server
 	rm -rf "$WORK"
+}
+
+stop_bg() {
+	if [ -n "$BG_PID" ]; then
+		kill "$BG_PID" 2>/dev/null || true
+		wait "$BG_PID" 2>/dev/null || true
+		BG_PID=
+	fi
 }
 trap cleanup EXIT INT TERM
 
@@ -25,7 +35,9 @@ build_servers() {
 	need go; need wrk; need curl; need taskset
 	(cd "$REPO" && go build -o "$WORK/sluice" ./cmd/sluice)
 	(cd "$REPO/bench" && go build -o "$WORK/benchserver" ./static/server)
-	if "$WORK/sluice" serve --help 2>&1 | grep -q -- '-gate-scope'; then
+	local help
+	help=$("$WORK/sluice" serve --help 2>&1 || true)
+	if grep -q -- '-gate-scope' <<<"$help"; then
 		SLUICE_SERVE=1
 	else
 		SLUICE_SERVE=0
