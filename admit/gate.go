@@ -293,7 +293,7 @@ func (g *Gate) TryAcquireN(k Kind, n int64) (Permit, error) {
 			return g.admit(k, n, used, 0, false), nil
 		}
 	}
-	return Permit{}, g.refuse(k, g.fullReason())
+	return Permit{}, g.refuse(k, n, g.fullReason())
 }
 
 // Acquire takes one slot for work of kind k, waiting in the gate's bounded
@@ -310,7 +310,7 @@ func (g *Gate) Acquire(ctx context.Context, k Kind) (Permit, error) {
 func (g *Gate) AcquireN(ctx context.Context, k Kind, n int64) (Permit, error) {
 	k, n = g.clampKind(k), max(n, 1)
 	if err := ctx.Err(); err != nil {
-		return Permit{}, g.refuse(k, ctxReason(err))
+		return Permit{}, g.refuse(k, n, ctxReason(err))
 	}
 	if g.nwait.Load() == 0 {
 		if used, ok := g.take(n); ok {
@@ -318,7 +318,7 @@ func (g *Gate) AcquireN(ctx context.Context, k Kind, n int64) (Permit, error) {
 		}
 	}
 	if g.maxWaiters == 0 {
-		return Permit{}, g.refuse(k, g.fullReason())
+		return Permit{}, g.refuse(k, n, g.fullReason())
 	}
 	return g.wait(ctx, k, n)
 }
@@ -436,11 +436,11 @@ func (g *Gate) raisePeak(used int64) {
 }
 
 // refuse counts a refusal and returns its error.
-func (g *Gate) refuse(k Kind, r Reason) *RejectedError {
-	return g.refuseAfter(k, r, 0)
+func (g *Gate) refuse(k Kind, n int64, r Reason) *RejectedError {
+	return g.refuseAfter(k, n, r, 0)
 }
 
-func (g *Gate) refuseAfter(k Kind, r Reason, wait time.Duration) *RejectedError {
+func (g *Gate) refuseAfter(k Kind, n int64, r Reason, wait time.Duration) *RejectedError {
 	kc := &g.perKind[k]
 	kc.rejected[r].Add(1)
 	used, c := g.InUse(), g.setCap.Load()
@@ -452,7 +452,7 @@ func (g *Gate) refuseAfter(k Kind, r Reason, wait time.Duration) *RejectedError 
 	}
 	if g.obs != nil {
 		g.obs.ObserveAdmission(AdmissionEvent{
-			Gate: g.name, Kind: g.kinds[k], Reason: r, Weight: 1,
+			Gate: g.name, Kind: g.kinds[k], Reason: r, Weight: n,
 			Inflight: used, Capacity: c, Waiting: g.nwait.Load(), Wait: wait,
 		})
 	}

@@ -34,7 +34,7 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 	if g.closed {
 		g.nwait.Add(-1)
 		g.mu.Unlock()
-		return Permit{}, g.refuse(k, ReasonClosed)
+		return Permit{}, g.refuse(k, n, ReasonClosed)
 	}
 	if g.head == nil {
 		if used, ok := g.take(n); ok {
@@ -47,12 +47,12 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 		// It could never fit: refuse now rather than block the queue.
 		g.nwait.Add(-1)
 		g.mu.Unlock()
-		return Permit{}, g.refuse(k, ReasonFull)
+		return Permit{}, g.refuse(k, n, ReasonFull)
 	}
 	if g.qlen >= g.maxWaiters {
 		g.nwait.Add(-1)
 		g.mu.Unlock()
-		return Permit{}, g.refuse(k, ReasonQueueFull)
+		return Permit{}, g.refuse(k, n, ReasonQueueFull)
 	}
 	w := &waiter{n: n, kind: k, ready: make(chan struct{}, 1)}
 	g.link(w)
@@ -111,7 +111,7 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 	default:
 		g.nwait.Add(-1)
 	}
-	return Permit{}, g.refuseAfter(k, reason, waited)
+	return Permit{}, g.refuseAfter(k, n, reason, waited)
 }
 
 // grant hands free slots to queued callers.
