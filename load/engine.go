@@ -261,6 +261,9 @@ func (w *winRec) sec(sched time.Duration) int {
 type engine struct {
 	cfg     Config
 	base    time.Time
+	h1      *h1        // nil: requests go through rt (net/http)
+	h1t     []h1Target // the targets serialised for h1
+	h1hosts int
 	rt      http.RoundTripper
 	closeRT func()
 	scraper *scraper
@@ -283,6 +286,12 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 	e := &engine{cfg: c, base: time.Now(), step: stepIndex}
 	e.rt, e.closeRT = c.transport()
 	defer e.closeRT()
+	if h1Eligible(c) {
+		if e.h1t, e.h1hosts, err = h1Targets(c); err != nil {
+			return Step{}, EndDone, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		e.h1 = &h1{timeout: c.Timeout, dialer: net.Dialer{Timeout: c.Timeout, KeepAlive: 30 * time.Second}, keepAlive: !c.DisableKeepAlives}
+	}
 	if c.MetricsURL != "" {
 		e.scraper = newScraper(c.MetricsURL, c.Timeout)
 	}
@@ -302,6 +311,21 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 	workers := make([]*worker, c.Workers)
 	for i := range workers {
 		workers[i] = e.newWorker(stepCtx, i)
+	}
+	if e.h1 != nil {
+		// A canceled run must not wait out request timeouts: unblock
+		// every connection's reads and writes.
+		stop := context.AfterFunc(stepCtx, func() {
+			for _, wk := range workers {
+				wk.h1.interrupt()
+			}
+		})
+		defer func() {
+			stop()
+			for _, wk := range workers {
+				wk.h1.closeAll()
+			}
+		}()
 	}
 
 	end := EndDone
@@ -472,10 +496,14 @@ type worker struct {
 	lastBody []byte       // last refusal body and its parse, to skip re-parsing
 	lastEnv  Envelope
 	lastOK   bool
+	h1       *h1Worker
 }
 
 func (e *engine) newWorker(ctx context.Context, id int) *worker {
 	wk := &worker{e: e, id: id, buf: make([]byte, 4096)}
+	if e.h1 != nil {
+		wk.h1 = e.h1.newWorker(e.h1hosts)
+	}
 	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() {
 		wk.first.Store(int64(time.Since(e.base)))
 	}}
@@ -551,34 +579,47 @@ const (
 	classUnfinished
 )
 
-func (wk *worker) do(a arrival, st *stripe) {
+// exchange sends one request and reads the answer, keeping the first
+// len(wk.buf) body bytes in wk.buf.
+func (wk *worker) exchange(target int) (status, n int, first time.Duration, err error) {
 	e := wk.e
-	req := wk.reqs[a.target]
-	if b := wk.bodies[a.target]; len(b) > 0 {
+	if wk.h1 != nil {
+		r, err := wk.h1.do(&e.h1t[target], wk.buf, e.base, wk.canceled)
+		return r.status, r.n, r.first, err
+	}
+	req := wk.reqs[target]
+	if b := wk.bodies[target]; len(b) > 0 {
 		req.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	wk.first.Store(0)
-	sent := time.Since(e.base)
 	resp, err := e.rt.RoundTrip(req)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	n, err = io.ReadFull(resp.Body, wk.buf)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	} else if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, n, time.Duration(wk.first.Load()), err
+}
+
+func (wk *worker) canceled() bool { return wk.ctx.Err() != nil }
+
+func (wk *worker) do(a arrival, st *stripe) {
+	e := wk.e
+	sent := time.Since(e.base)
+	status, n, first, err := wk.exchange(a.target)
 	var (
 		class  = classOK
-		status int
 		kind   string
 		env    Envelope
 		hasEnv bool
 	)
 	if err == nil {
-		status = resp.StatusCode
-		n, rerr := io.ReadFull(resp.Body, wk.buf)
-		if rerr == io.ErrUnexpectedEOF || rerr == io.EOF {
-			rerr = nil
-		} else if rerr == nil {
-			_, rerr = io.Copy(io.Discard, resp.Body)
-		}
-		resp.Body.Close()
 		switch {
-		case rerr != nil:
-			err = rerr
 		case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
 			class = classRefused
 			env, hasEnv = wk.envelope(wk.buf[:n])
@@ -595,7 +636,6 @@ func (wk *worker) do(a arrival, st *stripe) {
 			kind = errorKind(err)
 		}
 	}
-	first := time.Duration(wk.first.Load())
 	if first == 0 || first < sent {
 		first = done
 	}

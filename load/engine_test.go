@@ -383,12 +383,16 @@ func TestInterruptCountsUnfinishedAndCanceled(t *testing.T) {
 	url, _, _ := blockServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(150*time.Millisecond, cancel)
+	start := time.Now()
 	st, end := runOne(t, ctx, Config{
 		Targets: []Target{{URL: url}}, Shape: mustShape(t, 100, 2*time.Second), Workers: 3, QueueDepth: 100,
 		Windows: 2,
 	})
 	if end != EndInterrupted || len(st.Windows) != 1 {
 		t.Fatalf("end %q, %d windows; want interrupted after 1", end, len(st.Windows))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("interrupt took %v: in-flight requests were not cut", d)
 	}
 	c := st.Windows[0].Counts
 	if c.Unfinished != 3 || c.TransportError != 0 {

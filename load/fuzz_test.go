@@ -1,10 +1,12 @@
 package load
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func FuzzParseProfile(f *testing.F) {
@@ -124,6 +126,25 @@ func FuzzParseMetrics(f *testing.F) {
 		s := ParseMetrics(strings.NewReader(text))
 		if s.err == nil && s.rejected == nil {
 			t.Fatal("no error and no map")
+		}
+	})
+}
+
+func FuzzH1Response(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), false)
+	f.Add([]byte("HTTP/1.1 503 x\r\nTransfer-Encoding: chunked\r\n\r\n3;a\r\nabc\r\n0\r\nT: 1\r\n\r\n"), false)
+	f.Add([]byte("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 204 No\r\n\r\n"), true)
+	f.Add([]byte("HTTP/1.0 200 OK\r\n\r\nrest"), false)
+	f.Fuzz(func(t *testing.T, data []byte, head bool) {
+		w := (&h1{}).newWorker(1)
+		buf := make([]byte, 64)
+		var r h1Result
+		_, err := w.readResponse(bufio.NewReaderSize(bytes.NewReader(data), 16<<10), &h1Target{head: head}, buf, time.Now(), &r)
+		if err == nil && (r.status < 100 || r.status > 999) {
+			t.Fatalf("status %d accepted", r.status)
+		}
+		if r.n > len(buf) {
+			t.Fatalf("kept %d bytes in a %d-byte buffer", r.n, len(buf))
 		}
 	})
 }
