@@ -47,7 +47,7 @@ func main() {
 	rate := flag.Int("rate", 20000, "requests per second")
 	dur := flag.Duration("duration", 10*time.Second, "length of each run")
 	rounds := flag.Int("rounds", 3, "rounds (the order alternates)")
-	workers := flag.Int("workers", 64, "sluice --workers")
+	workers := flag.Int("workers", 64, "worker pool of both drivers (sluice --workers, vegeta -workers and -max-workers)")
 	flag.Parse()
 	if *sluiceBin == "" || *vegetaBin == "" {
 		fmt.Fprintln(os.Stderr, "compare: -sluice and -vegeta are required")
@@ -58,10 +58,13 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(tmp)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average before: %s", b)
+	}
 	var sl, vg []result
 	for i := range *rounds {
 		runS := func() { sl = append(sl, runSluice(*sluiceBin, tmp, *url, *rate, *dur, *workers)) }
-		runV := func() { vg = append(vg, runVegeta(*vegetaBin, tmp, *url, *rate, *dur)) }
+		runV := func() { vg = append(vg, runVegeta(*vegetaBin, tmp, *url, *rate, *dur, *workers)) }
 		if i%2 == 0 {
 			runS()
 			runV()
@@ -121,9 +124,12 @@ func runSluice(bin, tmp, url string, rate int, dur time.Duration, workers int) r
 		lagP99: w.Driver.ScheduleLag.P99, respP99: w.Latency.ResponseTime.P99, dropped: w.Counts.Dropped, wallClock: wall}
 }
 
-func runVegeta(bin, tmp, url string, rate int, dur time.Duration) result {
+func runVegeta(bin, tmp, url string, rate int, dur time.Duration, workers int) result {
 	bin1 := filepath.Join(tmp, "vegeta.bin")
-	c := exec.Command(bin, "attack", "-rate", fmt.Sprintf("%d/1s", rate), "-duration", dur.String(), "-keepalive=true", "-output", bin1)
+	// The same fixed pool as sluice: left alone, vegeta grows its workers
+	// (and connections) without bound when the server slows down.
+	c := exec.Command(bin, "attack", "-rate", fmt.Sprintf("%d/1s", rate), "-duration", dur.String(), "-keepalive=true",
+		"-workers", strconv.Itoa(workers), "-max-workers", strconv.Itoa(workers), "-output", bin1)
 	c.Stdin = strings.NewReader("GET " + url + "\n")
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
