@@ -81,7 +81,8 @@ type Config struct {
 	// Transport replaces the HTTP transport (tests, custom TLS). Nil builds
 	// one from the fields above.
 	Transport http.RoundTripper
-	// Logger receives debug events; nil is silent.
+	// Logger receives a debug record per window and a warning when a step
+	// is aborted; nil is silent.
 	Logger *slog.Logger
 
 	// coarseSleep makes the pacer use Go timers only (tests under
@@ -343,6 +344,7 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 			select {
 			case <-drained:
 			case <-time.After(c.Duration + c.DrainTimeout):
+				e.log().Warn("window did not drain; aborting", "step", stepIndex, "window", wi, "drain_timeout", c.DrainTimeout)
 				end = EndAborted
 				cancel()
 				<-drained
@@ -377,6 +379,7 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 		select {
 		case <-drained:
 		case <-time.After(c.DrainTimeout):
+			e.log().Warn("window did not drain; aborting", "step", stepIndex, "window", wi, "drain_timeout", c.DrainTimeout)
 			end = EndAborted
 			cancel()
 			<-drained
@@ -468,6 +471,14 @@ func (e *engine) pace(ctx context.Context, w *winRec, q chan<- arrival, pk *pick
 		case <-timer.C:
 		}
 	}
+}
+
+// log is the configured logger, or one that discards.
+func (e *engine) log() *slog.Logger {
+	if e.cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.cfg.Logger
 }
 
 func (e *engine) beforeWindow(ctx context.Context, w *winRec) *scrape {

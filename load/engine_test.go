@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -456,3 +457,27 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestLoggerGetsWindowsAndAborts(t *testing.T) {
+	url, _, _ := blockServer(t)
+	var b strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return b.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	runOne(t, context.Background(), Config{
+		Targets: []Target{{URL: url}}, Shape: mustShape(t, 50, 100*time.Millisecond), Workers: 2,
+		DrainTimeout: 100 * time.Millisecond, Logger: logger,
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(b.String(), "did not drain") || !strings.Contains(b.String(), "window done") {
+		t.Errorf("log:\n%s", b.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

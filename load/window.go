@@ -29,6 +29,9 @@ func (e *engine) afterWindow(ctx context.Context, w *winRec, before *scrape) Win
 	}
 	win.Driver.Reasons = DriverLimits(win, float64(e.cfg.P99Budget)/1e6, float64(e.cfg.MaxLag)/1e6, e.cfg.MaxCPU)
 	win.Driver.Limited = len(win.Driver.Reasons) > 0
+	e.log().Debug("window done", "step", e.step, "window", w.index, "scheduled", win.Counts.Scheduled,
+		"ok", win.Counts.OK, "refused", win.Counts.Refused, "dropped", win.Counts.Dropped,
+		"response_p99_ms", win.Latency.ResponseTime.P99, "driver_limited", win.Driver.Limited)
 	return win
 }
 
