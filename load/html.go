@@ -77,8 +77,8 @@ svg{background:#fff;border:1px solid #ddd;margin:.5em 1em .5em 0}</style></head>
 		if len(rs) > 1 {
 			name = letters[i%len(letters)] + " " + name
 		}
-		a := series{Name: name, Color: colors[i%len(colors)]}
-		f := series{Name: name, Color: colors[i%len(colors)]}
+		a := series{Name: name, Color: colors[i%len(colors)], Dash: i > 0}
+		f := series{Name: name, Color: colors[i%len(colors)], Dash: i > 0}
 		for _, st := range r.Steps {
 			var ok, sent, refused, secs float64
 			for _, w := range st.Windows {
