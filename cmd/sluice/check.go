@@ -18,7 +18,7 @@ func runCheck(_ context.Context, e env, args []string) int {
 	}
 	profile := fs.String("profile", "", "profile JSON to judge against (required)")
 	caseName := fs.String("case", "", "case to use (default: the report's case, or the profile's only case)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	if *profile == "" || fs.NArg() != 1 {

@@ -372,6 +372,12 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	if r.Interrupted {
 		fmt.Fprintf(e.stderr, "sluice %s: interrupted; the report holds what was measured\n", kind)
 	}
+	if r.Aborted != "" {
+		fmt.Fprintf(e.stderr, "sluice %s: aborted: %s\n", kind, r.Aborted)
+		if r.Verdict.Status == load.StatusNone {
+			return exitFail // no profile to judge by, but the server left requests hanging
+		}
+	}
 	return verdictExit(r.Verdict)
 }
 

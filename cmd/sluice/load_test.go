@@ -309,3 +309,25 @@ func TestLoadEnvTwinsAndTargetsFile(t *testing.T) {
 		t.Errorf("bad env: exit %d %q", code, stderr)
 	}
 }
+
+func TestLoadAbortedExitsOne(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	out := filepath.Join(t.TempDir(), "r.json")
+	code, _, stderr := runCmd(context.Background(), nil, "load", "--url", srv.URL, "--rate", "20", "--duration", "100ms",
+		"--drain-timeout", "100ms", "--windows", "2", "--out", out)
+	if code != exitFail || !strings.Contains(stderr, "aborted") {
+		t.Errorf("exit %d, stderr %q; want 1 and a word about the abort", code, stderr)
+	}
+	r, err := load.ReadReport(out)
+	if err != nil || r.Aborted == "" || len(r.Steps[0].Windows) != 1 || r.Steps[0].Windows[0].Counts.Unfinished == 0 {
+		t.Errorf("report %v %+v", err, r)
+	}
+}

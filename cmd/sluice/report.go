@@ -27,7 +27,7 @@ func runReport(ctx context.Context, e env, args []string) int {
 		fs.PrintDefaults()
 	}
 	html := fs.String("html", "", "write a self-contained HTML page with charts (two reports: an A/B overlay)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
@@ -65,7 +65,7 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("report merge", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	out := fs.String("out", "", "merged report file (default: load-report-<UTC time>.json)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() < 2 {
