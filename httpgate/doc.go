@@ -60,8 +60,8 @@
 //   - a per-client quota (reason rate): 429 Too Many Requests,
 //     {"error":"RATE_LIMITED","gate":"<gate>","reason":"rate"};
 //
-// both with Retry-After from RejectedError.RetryAfterSeconds,
-// Content-Type: application/json and Cache-Control: no-store. A closed gate
+// both with Retry-After from RejectedError.RetryAfterSeconds and
+// Content-Type: application/json. A closed gate
 // also sends Connection: close, so a client on a keep-alive connection
 // moves to another instance. Errors that are not refusals (a handler
 // calling Acquire without a holder) get a 500.
@@ -111,5 +111,8 @@
 // Per request, Lazy allocates one holder (which embeds the ResponseWriter
 // wrapper) and the context value and request copy that carry it; a
 // deadline header adds a timer. Acquire on a holder with room for its
-// permit allocates nothing beyond what the gate does.
+// permit allocates nothing beyond what the gate does. Guard decides
+// before it builds the context, so a refusal costs the holder, the
+// gate's decision (which reuses its error value) and the response: about
+// as much as the cheapest 200 the same server sends (docs/bench/httpgate.md).
 package httpgate

@@ -125,13 +125,12 @@ func (m *Middleware) Guard(g *admit.Gate, k admit.Kind, next http.Handler) http.
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, g *admit.Gate, k admit.Kind) {
-	h := &holder{mw: m, w: statusWriter{rw: w}}
-	ctx := context.WithValue(r.Context(), holderKey{}, h)
+	ctx := r.Context()
 	if m.maxDeadline > 0 {
 		if vals := r.Header[m.header]; len(vals) > 0 {
 			d, err := parseDeadlineValues(vals)
 			if err != nil {
-				m.log(r.Context(), "malformed deadline header", slog.String("header", m.header), slog.Any("err", err))
+				m.log(ctx, "malformed deadline header", slog.String("header", m.header), slog.Any("err", err))
 				writeBadDeadline(w, m.header, err)
 				return
 			}
@@ -140,6 +139,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			defer cancel()
 		}
 	}
+	h := &holder{mw: m, w: statusWriter{rw: w}}
+	if g != nil {
+		// Decide before building the request's context: a refusal is
+		// written without it, so refusing stays about as cheap as the
+		// cheapest answer.
+		e := h.next()
+		var err error
+		if e.p, err = g.Acquire(ctx, k); err != nil {
+			m.refusal(w, r, err)
+			return
+		}
+	}
+	ctx = context.WithValue(ctx, holderKey{}, h)
 	r = r.WithContext(ctx)
 
 	returned := false
@@ -153,14 +165,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 		}
 	}()
-	if g != nil {
-		if _, err := h.acquire(ctx, g, k); err != nil {
-			m.refusal(&h.w, r, err)
-			returned = true
-			h.finish(admit.OutcomeOK)
-			return
-		}
-	}
 	next.ServeHTTP(&h.w, r)
 	returned = true
 	h.finish(h.normalOutcome(ctx))

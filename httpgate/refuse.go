@@ -27,8 +27,7 @@ func Status(r admit.Reason) int {
 
 // WriteRefusal is the default RefusalFunc. For a *admit.RejectedError it
 // writes the contract's answer: Status(reason), Retry-After from
-// RetryAfterSeconds, Content-Type: application/json, Cache-Control:
-// no-store and {"error":"BUSY"|"RATE_LIMITED","gate":…,"reason":…}; a
+// RetryAfterSeconds, Content-Type: application/json and {"error":"BUSY"|"RATE_LIMITED","gate":…,"reason":…}; a
 // closed gate adds Connection: close. Any other error gets a 500
 // {"error":"INTERNAL"}. It never reads the request body and does not
 // allocate beyond what net/http does for a response.
@@ -43,7 +42,7 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 		code = CodeRateLimited
 	}
 	h := w.Header()
-	vals := make([]string, 5) // one allocation for every header value below
+	vals := make([]string, 4) // one allocation for every header value below
 	vals[0] = strconv.Itoa(re.RetryAfterSeconds())
 	h["Retry-After"] = vals[0:1:1]
 	if re.Reason == admit.ReasonClosed {
@@ -64,16 +63,17 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 // writeJSON writes a complete small JSON response with a Content-Length,
 // so it goes out in one write without chunking.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	writeJSONVals(w, status, body, make([]string, 3))
+	writeJSONVals(w, status, body, make([]string, 2))
 }
 
-// writeJSONVals is writeJSON with storage for three header values.
+// writeJSONVals is writeJSON with storage for two header values. No
+// Cache-Control: 4xx and 5xx refusals are not cacheable without explicit
+// freshness (RFC 9111, 4.2.2), and every header costs on the refusal path.
 func writeJSONVals(w http.ResponseWriter, status int, body []byte, vals []string) {
 	h := w.Header()
-	vals[0], vals[1], vals[2] = "application/json", "no-store", strconv.Itoa(len(body))
+	vals[0], vals[1] = "application/json", strconv.Itoa(len(body))
 	h["Content-Type"] = vals[0:1:1]
-	h["Cache-Control"] = vals[1:2:2]
-	h["Content-Length"] = vals[2:3:3]
+	h["Content-Length"] = vals[1:2:2]
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

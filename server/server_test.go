@@ -215,7 +215,7 @@ func TestAdminEndpoints(t *testing.T) {
 // its full answer, the queued one is refused with reason closed, new
 // connections are not accepted, and /healthz says draining meanwhile.
 func TestGracefulShutdown(t *testing.T) {
-	f := start(t, admit.Config{Capacity: 1, MaxWaiters: 4, MaxWait: -1}, func(c *server.Config) { c.ShutdownTimeout = time.Minute })
+	f := start(t, admit.Config{Capacity: 1, MaxWaiters: 4, MaxWait: -1}, func(c *server.Config) { c.ShutdownTimeout = 10 * time.Second })
 	admitted := make(chan reply, 1)
 	go func() { admitted <- f.mustGet(t, f.base+"/work") }()
 	<-f.entered
