@@ -519,6 +519,9 @@ func (e *engine) newWorker(ctx context.Context, id int) *worker {
 		wk.first.Store(int64(time.Since(e.base)))
 	}}
 	wk.ctx = httptrace.WithClientTrace(ctx, trace)
+	if e.h1 != nil {
+		return wk // requests are serialised once, in e.h1t
+	}
 	for _, t := range e.cfg.Targets {
 		req, err := http.NewRequestWithContext(wk.ctx, t.Method, t.URL, nil)
 		if err != nil { // CheckTarget accepted it, so this cannot happen
