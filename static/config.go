@@ -83,8 +83,8 @@ type Config struct {
 	// demo site. It is also the hook for tests and benchmarks that need a
 	// slow disk: wrap a real FS so that Open or Read sleeps. Stat (through
 	// fs.Stat) is never gated; Open and Read are. Files with a zero
-	// modification time get no Last-Modified; their ETag is a hash of the
-	// content when the content is in memory, else absent.
+	// modification time get neither Last-Modified nor ETag (the demo site,
+	// whose embedded files have no time, gets content-hash ETags instead).
 	FS fs.FS
 
 	// Dotfiles serves names with a component starting with "." (".env",

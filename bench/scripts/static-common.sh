@@ -78,6 +78,13 @@ start_sluice() {
 	wait_ready
 }
 
+# start_floor: the least a net/http handler can cost (one preloaded file).
+start_floor() {
+	taskset -c "$SERVER_CPUS" "$WORK/benchserver" -mode floor -floor-file "${1#/}" -addr "127.0.0.1:$PORT" -root "$SITE" >"$WORK/server.log" 2>&1 &
+	SERVER_PID=$!
+	wait_ready
+}
+
 start_fileserver() {
 	taskset -c "$SERVER_CPUS" "$WORK/benchserver" -mode fileserver -addr "127.0.0.1:$PORT" -root "$SITE" >"$WORK/server.log" 2>&1 &
 	SERVER_PID=$!

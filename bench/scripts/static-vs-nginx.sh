@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # static-vs-nginx.sh measures cache-hit throughput of sluice's static
 # handler side by side with nginx (one worker process, generated config)
-# and net/http.FileServer, on the same files, in one run. Each server is
+# and net/http.FileServer, on the same files, in one run. A fourth server,
+# "floor", is net/http with a handler that only writes the preloaded file:
+# what any net/http server pays per request, whatever its handler does. Each server is
 # pinned to SERVER_CPUS (one core, matching nginx's one worker; Go's
 # GOMAXPROCS follows the affinity) and wrk to WRK_CPUS. Rounds are
 # interleaved (sluice, FileServer, nginx, sluice, ...) and the median of
@@ -25,11 +27,12 @@ echo "wrk -t1 -c$CONNS -d$DURATION --timeout 5s http://127.0.0.1:$PORT$FILE, $RO
 echo
 declare -A RPS CPU
 for round in $(seq 1 "$ROUNDS"); do
-	for server in sluice fileserver nginx; do
+	for server in sluice fileserver nginx floor; do
 		case $server in
 		sluice) start_sluice disk 16 ;;
 		fileserver) start_fileserver ;;
 		nginx) start_nginx ;;
+		floor) start_floor "$FILE" ;;
 		esac
 		check_200 "$FILE"
 		read -r rps bad _ cpu < <(run_wrk "$CONNS" "$DURATION" "$FILE")
@@ -48,7 +51,7 @@ n=$(median ${RPS[nginx]})
 sc=$(median ${CPU[sluice]})
 echo "| server | requests/s (median) | rounds | sluice / this | server CPU µs/request (median) | rounds | this / sluice |"
 echo "|---|---:|---|---:|---:|---|---:|"
-for server in sluice fileserver nginx; do
+for server in sluice fileserver nginx floor; do
 	m=$(median ${RPS[$server]})
 	c=$(median ${CPU[$server]})
 	echo "| $server | $(printf '%.0f' "$m") |$(printf ' %.0f' ${RPS[$server]}) | $(awk -v a="$s" -v b="$m" 'BEGIN {printf "%.2fx", a/b}') | $c |${CPU[$server]} | $(awk -v a="$c" -v b="$sc" 'BEGIN {printf "%.2fx", a/b}') |"

@@ -1,7 +1,9 @@
 // Command server serves a directory for the static-file benchmarks, either
-// with package static (the same handler `sluice serve` mounts) or with
-// net/http.FileServer, the peer it is compared with. The scripts in
-// bench/scripts start it; it exits on SIGINT or SIGTERM.
+// with package static (the same handler `sluice serve` mounts), with
+// net/http.FileServer (the peer it is compared with), or as "floor": a
+// handler that writes one preloaded file from memory with nothing else,
+// the least any net/http handler can cost. The scripts in bench/scripts
+// start it; it exits on SIGINT or SIGTERM.
 package main
 
 import (
@@ -22,20 +24,21 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "sluice", "sluice (package static) or fileserver (net/http.FileServer)")
+	mode := flag.String("mode", "sluice", "sluice (package static), fileserver (net/http.FileServer) or floor (one preloaded file, -floor-file)")
+	floorFile := flag.String("floor-file", "page.html", "floor mode: the file under -root to preload and answer every request with")
 	addr := flag.String("addr", "127.0.0.1:0", "listen address; the chosen one is printed on stdout")
 	root := flag.String("root", "", "directory to serve (sluice mode: empty = demo site)")
 	workLimit := flag.Int64("work-limit", 16, "disk slots (sluice mode)")
 	scope := flag.String("gate-scope", "disk", "disk or request (sluice mode)")
 	slowRead := flag.Duration("slow-read", 0, "sleep this long in every Read of a file (sluice mode): a slow disk without FUSE")
 	flag.Parse()
-	if err := run(*mode, *addr, *root, *workLimit, *scope, *slowRead); err != nil {
+	if err := run(*mode, *addr, *root, *floorFile, *workLimit, *scope, *slowRead); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode, addr, root string, workLimit int64, scopeName string, slowRead time.Duration) error {
+func run(mode, addr, root, floorFile string, workLimit int64, scopeName string, slowRead time.Duration) error {
 	var h http.Handler
 	switch mode {
 	case "sluice":
@@ -65,6 +68,21 @@ func run(mode, addr, root string, workLimit int64, scopeName string, slowRead ti
 		}
 		defer r.Close()
 		h = http.FileServerFS(r.FS())
+	case "floor":
+		r, err := os.OpenRoot(root)
+		if err != nil {
+			return err
+		}
+		body, err := r.ReadFile(floorFile)
+		r.Close()
+		if err != nil {
+			return err
+		}
+		ctype := []string{"text/html; charset=utf-8"}
+		h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header()["Content-Type"] = ctype
+			w.Write(body)
+		})
 	default:
 		return fmt.Errorf("unknown mode %q", mode)
 	}
