@@ -209,8 +209,9 @@ func TestLoadInterruptedWritesValidReport(t *testing.T) {
 	if !r.Interrupted || r.Verdict.Status != load.StatusInvalid {
 		t.Errorf("interrupted %v verdict %s", r.Interrupted, r.Verdict.Status)
 	}
-	if c := r.Steps[0].Windows[0].Counts; c.Scheduled < 20 || c.Scheduled > 50 {
-		t.Errorf("scheduled %d in 0.3 s at 100/s", c.Scheduled)
+	// Start-up (dial check, hashing the binary) eats into the 0.3 s.
+	if c := r.Steps[0].Windows[0].Counts; c.Scheduled < 1 || c.Scheduled > 31 {
+		t.Errorf("scheduled %d in at most 0.3 s at 100/s", c.Scheduled)
 	}
 }
 
