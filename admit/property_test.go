@@ -181,7 +181,7 @@ func propCase(rt *rapid.T) {
 	g, err := admit.New(admit.Config{
 		Capacity: capacity, MaxWaiters: 3, MaxWait: propMaxWait,
 		NoTiming: rapid.Bool().Draw(rt, "untimed"), // untimed gates take the bare fast path
-		Kinds: []string{"a", "b"}, MaxOvertakes: rapid.IntRange(-1, 3).Draw(rt, "overtakes"),
+		Kinds:    []string{"a", "b"}, MaxOvertakes: rapid.IntRange(-1, 3).Draw(rt, "overtakes"),
 	})
 	if err != nil {
 		rt.Fatal(err)

@@ -26,7 +26,7 @@ type GateMetrics struct {
 	mu    sync.Mutex
 	gates []*admit.Gate
 
-	offered, admitted, rejected, completed   *prometheus.Desc
+	offered, admitted, rejected, completed    *prometheus.Desc
 	inflight, waiting, capacity, peak, misuse *prometheus.Desc
 }
 
