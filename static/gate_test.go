@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/static"
@@ -243,7 +245,7 @@ func TestRequestScopeRefusesHits(t *testing.T) {
 func TestQueuedReadGetsReleasedSlot(t *testing.T) {
 	dir := writeTree(t, map[string]string{"a.txt": "aaa", "b.txt": "bbb"})
 	slow := &slowFS{FS: os.DirFS(dir), match: "a.txt", readGate: make(chan struct{}), stop: make(chan struct{})}
-	s := serveDir(t, dir, static.Config{FS: slow, WorkLimit: 1, Queue: 1, MaxWait: -1})
+	s := serveDir(t, dir, static.Config{FS: slow, WorkLimit: 1, Queue: 1, MaxWait: 5 * time.Second})
 	t.Cleanup(slow.stopWaiting)
 	slow.hold.Store(true)
 	first := s.async(t, "/a.txt")
@@ -321,4 +323,46 @@ func TestFileChangedDuringReadReleasesSlot(t *testing.T) {
 	if e := s.h.Stats().Entries; e != 0 {
 		t.Errorf("%d entries cached after a failed read", e)
 	}
+}
+
+// inUseAtWrite records how many disk slots are held each time the handler
+// writes body bytes.
+type inUseAtWrite struct {
+	*httptest.ResponseRecorder
+	g     *admit.Gate
+	inUse []int64
+}
+
+func (w *inUseAtWrite) Write(b []byte) (int, error) {
+	w.inUse = append(w.inUse, w.g.InUse())
+	return w.ResponseRecorder.Write(b)
+}
+
+// A small cold file gives its slot back right after the read, before the
+// response is written (a slow client does not hold the disk); a stream
+// holds it while it writes.
+func TestReadSlotReleasedBeforeResponseIsWritten(t *testing.T) {
+	dir := writeTree(t, map[string]string{"small.txt": "small", "big.bin": strings.Repeat("b", 5000)})
+	h, err := static.New(static.Config{Root: dir, MaxCachedFileSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, c := range []struct {
+		path    string
+		wantUse int64
+	}{{"/small.txt", 0}, {"/big.bin", 1}} {
+		w := &inUseAtWrite{ResponseRecorder: httptest.NewRecorder(), g: h.Gate()}
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, c.path, nil))
+		if w.Code != http.StatusOK || len(w.inUse) == 0 {
+			t.Fatalf("GET %s: %d, %d writes", c.path, w.Code, len(w.inUse))
+		}
+		for _, n := range w.inUse {
+			if n != c.wantUse {
+				t.Errorf("GET %s: %d slots held while writing the body, want %d", c.path, n, c.wantUse)
+				break
+			}
+		}
+	}
+	checkInvariants(t, h.Gate())
 }
