@@ -134,6 +134,7 @@ func TestHeadersAndDirectories(t *testing.T) {
 		"docs/index.html": "<p>docs</p>",
 		"empty/.keep":     "",
 		"sp ace/a b.txt":  "spaced",
+		"empty.txt":       "",
 	})
 	s := serveDir(t, dir, static.Config{})
 	for _, warm := range []bool{false, true} {
@@ -146,6 +147,7 @@ func TestHeadersAndDirectories(t *testing.T) {
 			{"/data.unknownext", "application/octet-stream", "??"},
 			{"/docs/", "text/html; charset=utf-8", "<p>docs</p>"},
 			{"/sp%20ace/a%20b.txt", "text/plain; charset=utf-8", "spaced"},
+			{"/empty.txt", "text/plain; charset=utf-8", ""},
 		} {
 			r := s.get(t, c.path)
 			if r.status != 200 || r.body != c.body || r.header.Get("Content-Type") != c.ctype {
