@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
@@ -29,8 +31,10 @@ func TestGuardRefusesWhileFullAndReleases(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			g := newGate(t, admit.Config{Name: "work", Capacity: 1})
 			mw := newMW(t, httpgate.Config{})
-			entered, release := make(chan struct{}), make(chan struct{})
+			entered, release := make(chan struct{}, 2), make(chan struct{})
+			var runs atomic.Int32
 			h := mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
 				if got := httpgate.Held(r.Context()); got != 1 {
 					t.Errorf("Held = %d inside a guarded handler, want 1", got)
 				}
@@ -51,9 +55,15 @@ func TestGuardRefusesWhileFullAndReleases(t *testing.T) {
 			}()
 			<-entered
 
-			resp, body, err := get(t, context.Background(), ts, "/")
+			// Bounded, so a refusal that falls through into the blocking
+			// handler fails here instead of hanging.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, body, err := get(t, ctx, ts, "/")
 			if err != nil {
-				t.Fatal(err)
+				close(release)
+				<-first
+				t.Fatalf("second request: %v (did the refused request reach the handler?)", err)
 			}
 			if resp.StatusCode != http.StatusServiceUnavailable {
 				t.Fatalf("second request: status %d, want 503", resp.StatusCode)
@@ -78,6 +88,9 @@ func TestGuardRefusesWhileFullAndReleases(t *testing.T) {
 			close(release)
 			if r := <-first; r.err != nil || r.body != "done" {
 				t.Fatalf("first request: %q, %v", r.body, r.err)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Errorf("the guarded handler ran %d times, want once (the refused request must not reach it)", n)
 			}
 			s := checkInvariants(t, g)
 			if s.Admitted != 1 || s.Rejected[admit.ReasonFull] != 1 || s.Completed[admit.OutcomeOK] != 1 || s.Inflight != 0 {
