@@ -78,6 +78,15 @@ start_sluice() {
 	wait_ready
 }
 
+# start_plain: package static on a plain http.Server (the benchmark
+# server), without the frame of `sluice serve` (connection limiter, httpgate
+# holder, admin listener): what the frame costs per request.
+start_plain() {
+	taskset -c "$SERVER_CPUS" "$WORK/benchserver" -mode sluice -addr "127.0.0.1:$PORT" -root "$SITE" >"$WORK/server.log" 2>&1 &
+	SERVER_PID=$!
+	wait_ready
+}
+
 # start_floor: the least a net/http handler can cost (one preloaded file).
 start_floor() {
 	taskset -c "$SERVER_CPUS" "$WORK/benchserver" -mode floor -floor-file "${1#/}" -addr "127.0.0.1:$PORT" -root "$SITE" >"$WORK/server.log" 2>&1 &

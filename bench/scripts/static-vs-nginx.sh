@@ -3,7 +3,9 @@
 # handler side by side with nginx (one worker process, generated config)
 # and net/http.FileServer, on the same files, in one run. A fourth server,
 # "floor", is net/http with a handler that only writes the preloaded file:
-# what any net/http server pays per request, whatever its handler does. Each server is
+# what any net/http server pays per request, whatever its handler does.
+# A fifth, "static-plain", is package static on a plain http.Server without
+# the frame of `sluice serve`. Each server is
 # pinned to SERVER_CPUS (one core, matching nginx's one worker; Go's
 # GOMAXPROCS follows the affinity) and wrk to WRK_CPUS. Rounds are
 # interleaved (sluice, FileServer, nginx, sluice, ...) and the median of
@@ -27,12 +29,13 @@ echo "wrk -t1 -c$CONNS -d$DURATION --timeout 5s http://127.0.0.1:$PORT$FILE, $RO
 echo
 declare -A RPS CPU
 for round in $(seq 1 "$ROUNDS"); do
-	for server in sluice fileserver nginx floor; do
+	for server in sluice fileserver nginx floor static-plain; do
 		case $server in
 		sluice) start_sluice disk 16 ;;
 		fileserver) start_fileserver ;;
 		nginx) start_nginx ;;
 		floor) start_floor "$FILE" ;;
+		static-plain) start_plain ;;
 		esac
 		check_200 "$FILE"
 		read -r rps bad _ cpu < <(run_wrk "$CONNS" "$DURATION" "$FILE")
@@ -51,7 +54,7 @@ n=$(median ${RPS[nginx]})
 sc=$(median ${CPU[sluice]})
 echo "| server | requests/s (median) | rounds | sluice / this | server CPU µs/request (median) | rounds | this / sluice |"
 echo "|---|---:|---|---:|---:|---|---:|"
-for server in sluice fileserver nginx floor; do
+for server in sluice fileserver nginx floor static-plain; do
 	m=$(median ${RPS[$server]})
 	c=$(median ${CPU[$server]})
 	echo "| $server | $(printf '%.0f' "$m") |$(printf ' %.0f' ${RPS[$server]}) | $(awk -v a="$s" -v b="$m" 'BEGIN {printf "%.2fx", a/b}') | $c |${CPU[$server]} | $(awk -v a="$c" -v b="$sc" 'BEGIN {printf "%.2fx", a/b}') |"
