@@ -111,6 +111,9 @@ func (o *staticOptions) build(logger *slog.Logger) (http.Handler, []*admit.Gate,
 	}
 	h, err := static.New(cfg)
 	if err != nil {
+		if cfg.Root != "" {
+			return nil, nil, nil, fmt.Errorf("--root %q: %w", cfg.Root, err)
+		}
 		return nil, nil, nil, err
 	}
 	if logger != nil {

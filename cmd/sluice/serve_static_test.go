@@ -96,7 +96,7 @@ func TestStaticFlagsErrors(t *testing.T) {
 		{[]string{"--cache-bytes", "5TB"}, nil, true, "cache-bytes"},
 		{[]string{"--gate-streams=maybe"}, nil, true, "gate-streams"},
 		{nil, map[string]string{"SLUICE_MAX_CACHED_FILE_SIZE": "-1"}, true, "SLUICE_MAX_CACHED_FILE_SIZE"},
-		{[]string{"--root", filepath.Join(t.TempDir(), "missing")}, nil, false, "missing"},
+		{[]string{"--root", filepath.Join(t.TempDir(), "missing")}, nil, false, "--root"},
 	} {
 		o, err := parseStatic(t, c.args, c.envs)
 		if c.parse {
