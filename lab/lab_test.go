@@ -75,6 +75,7 @@ func TestSeedWalkthrough(t *testing.T) {
 	l := newLab(t, lab.Config{})
 	srv := httptest.NewServer(l.Handler())
 	defer srv.Close()
+	defer l.Close() // first: ends held work, so srv.Close does not wait out the hold limit
 	c := srv.Client()
 
 	if got := mustDo(t, c, "GET", srv.URL+"/state"); got.status != 200 || got.body != `{"active":0,"admitted":0,"rejected":0,"completed":0}`+"\n" {
@@ -132,6 +133,7 @@ func TestClientGoneReleases(t *testing.T) {
 	l := newLab(t, lab.Config{})
 	srv := httptest.NewServer(l.Handler())
 	defer srv.Close()
+	defer l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := do(t, ctx, srv.Client(), "GET", srv.URL+"/work"); done <- err }()
