@@ -93,8 +93,13 @@ func TestSeedWalkthrough(t *testing.T) {
 	if got := mustDo(t, c, "POST", srv.URL+"/release"); got.status != 200 || got.body != `{"released":true}`+"\n" {
 		t.Fatalf("release: %d %q", got.status, got.body)
 	}
-	if got := <-first; got.status != 200 || got.body != `{"result":"done"}`+"\n" {
-		t.Fatalf("first /work: %d %q", got.status, got.body)
+	select {
+	case got := <-first:
+		if got.status != 200 || got.body != `{"result":"done"}`+"\n" {
+			t.Fatalf("first /work: %d %q", got.status, got.body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held /work did not complete after /release")
 	}
 	if got := mustDo(t, c, "GET", srv.URL+"/work"); got.status != 200 || got.body != `{"result":"done"}`+"\n" {
 		t.Fatalf("/work after release: %d %q", got.status, got.body)

@@ -220,12 +220,23 @@ func TestGracefulShutdown(t *testing.T) {
 	go func() { admitted <- f.mustGet(t, f.base+"/work") }()
 	<-f.entered
 	queued := make(chan reply, 1)
-	go func() { queued <- f.mustGet(t, f.base+"/work") }()
+	go func() {
+		r, err := f.get(t, f.base+"/work")
+		if err != nil {
+			r.body = err.Error()
+		}
+		queued <- r
+	}()
 	eventually(t, "the second request to queue", func() bool { return f.gate.Stats().Waiting == 1 })
 
 	f.cancel() // shutdown begins
 
-	q := <-queued
+	var q reply
+	select {
+	case q = <-queued:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued request was not refused when shutdown began")
+	}
 	if q.status != 503 || !q.close || !strings.Contains(q.body, `"reason":"closed"`) {
 		t.Errorf("queued request: %+v, want 503 reason closed with Connection: close", q)
 	}
