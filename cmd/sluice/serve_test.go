@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -174,4 +176,37 @@ func TestServePortInUseFails(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// FuzzServeFlags feeds arbitrary values to the frame's flags: parsing and
+// validation never panic, and whatever validates has well-formed
+// addresses and sane numbers.
+func FuzzServeFlags(f *testing.F) {
+	f.Add("127.0.0.1:8080", "127.0.0.1:9090", "0", "60s", "info", "text")
+	f.Add("localhost", ":0", "-1", "0s", "loud", "xml")
+	f.Add("[::1]:80", "[::1]:81", "99999999999999999999", "1h", "DEBUG", "json")
+	f.Add("1.2.3.4:99999", "a:b:c", "12", "-3s", "warn+2", "text")
+	f.Fuzz(func(t *testing.T, addr, admin, maxConns, idle, level, format string) {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var o serveOptions
+		o.register(fs)
+		args := []string{"--addr=" + addr, "--admin-addr=" + admin, "--max-conns=" + maxConns,
+			"--idle-timeout=" + idle, "--log-level=" + level, "--log-format=" + format}
+		if err := parseFlags(fs, env{stderr: io.Discard, getenv: func(string) string { return "" }}, args); err != nil {
+			return
+		}
+		if err := o.validate(); err != nil {
+			return
+		}
+		if _, _, err := net.SplitHostPort(o.addr); err != nil {
+			t.Fatalf("accepted --addr %q: %v", o.addr, err)
+		}
+		if o.maxConns < 0 || o.idleTimeout <= 0 {
+			t.Fatalf("accepted max-conns %d idle %v", o.maxConns, o.idleTimeout)
+		}
+		if _, err := o.log.logger(io.Discard); err != nil && (o.log.format == "text" || o.log.format == "json") && strings.EqualFold(o.log.level, "info") {
+			t.Fatalf("logger(%q, %q): %v", o.log.level, o.log.format, err)
+		}
+	})
 }
