@@ -68,6 +68,12 @@ type Config struct {
 // A Middleware installs per-request holders (Lazy) and gates handlers
 // (Guard). It is immutable after New and safe for concurrent use.
 type Middleware struct {
+	// holders recycles holders that were used only for a refusal (they
+	// never reached a context, so nothing else can see them). Holders of
+	// admitted requests are left to the GC: a goroutine the handler
+	// started may still hold the context that points at them.
+	holders sync.Pool
+
 	header      string
 	maxDeadline time.Duration
 	refusal     RefusalFunc
@@ -95,6 +101,7 @@ func New(cfg Config) (*Middleware, error) {
 	if m.refusal == nil {
 		m.refusal = WriteRefusal
 	}
+	m.holders.New = func() any { return new(holder) }
 	return m, nil
 }
 
@@ -139,17 +146,24 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			defer cancel()
 		}
 	}
-	h := &holder{mw: m, w: statusWriter{rw: w}}
+	var h *holder
 	if g != nil {
 		// Decide before building the request's context: a refusal is
 		// written without it, so refusing stays about as cheap as the
-		// cheapest answer.
+		// cheapest answer. A holder that saw only a refusal never
+		// escaped, so it goes back to the pool.
+		h = m.holders.Get().(*holder)
 		e := h.next()
 		var err error
 		if e.p, err = g.Acquire(ctx, k); err != nil {
+			*h = holder{}
+			m.holders.Put(h)
 			m.refusal(w, r, err)
 			return
 		}
+		h.mw, h.w.rw = m, w
+	} else {
+		h = &holder{mw: m, w: statusWriter{rw: w}}
 	}
 	ctx = context.WithValue(ctx, holderKey{}, h)
 	r = r.WithContext(ctx)

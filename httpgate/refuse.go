@@ -42,15 +42,17 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 		code = CodeRateLimited
 	}
 	h := w.Header()
-	vals := make([]string, 4) // one allocation for every header value below
+	// One allocation holds every header value and the body: under a
+	// flood, refusals are most of the garbage the server makes.
+	out := new(refusalStorage)
+	vals := out.vals[:]
 	vals[0] = strconv.Itoa(re.RetryAfterSeconds())
 	h["Retry-After"] = vals[0:1:1]
 	if re.Reason == admit.ReasonClosed {
 		vals[1] = "close"
 		h["Connection"] = vals[1:2:2]
 	}
-	var buf [160]byte
-	b := append(buf[:0], `{"error":"`...)
+	b := append(out.body[:0], `{"error":"`...)
 	b = append(b, code...)
 	b = append(b, `","gate":`...)
 	b = strconv.AppendQuote(b, re.Gate)
@@ -58,6 +60,13 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 	b = append(b, re.Reason.String()...)
 	b = append(b, "\"}\n"...)
 	writeJSONVals(w, Status(re.Reason), b, vals[2:])
+}
+
+// refusalStorage is the backing store of one refusal's header values and
+// body (gate names are at most 64 bytes, so the body fits).
+type refusalStorage struct {
+	vals [4]string
+	body [144]byte
 }
 
 // writeJSON writes a complete small JSON response with a Content-Length,

@@ -55,6 +55,7 @@ check() {
 check ok 200
 check gated 200
 check refuse 503
+check canned 503
 
 TICKS=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
@@ -72,23 +73,40 @@ run() {
 median() { sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2]+v[NR/2+1])/2}'; }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; server on cpu $SERVER_CPUS (GOMAXPROCS=1), wrk -t1 -c$CONNS -d$DURATION on cpu $WRK_CPUS; $ROUNDS rounds"
-printf '%-7s %5s %10s %9s %10s %12s\n' route round responses rps cpu_s us/response
-declare -A PER
+# A run counts only if the server was saturated (busy >= SATURATED of the
+# wall time): an idle-ish server spends extra CPU per response on wake-ups,
+# which measures the machine's other load, not the response.
+SATURATED=${SATURATED:-0.9}
+printf '%-7s %5s %10s %9s %10s %6s %12s\n' route round responses rps cpu_s busy us/response
+declare -A PER ALL
 for r in $(seq 1 "$ROUNDS"); do
 	for route in $ROUTES; do
 		read -r reqs cpu < <(run "$route")
 		secs=${DURATION%s}
 		us=$(awk -v c="$cpu" -v n="$reqs" 'BEGIN {printf "%.2f", c*1e6/n}')
-		printf '%-7s %5d %10d %9d %10s %12s\n' "$route" "$r" "$reqs" $((reqs / secs)) "$cpu" "$us"
-		PER[$route]+="$us "
+		busy=$(awk -v c="$cpu" -v s="$secs" 'BEGIN {printf "%.2f", c/s}')
+		mark=""
+		if awk -v b="$busy" -v t="$SATURATED" 'BEGIN {exit !(b >= t)}'; then
+			PER[$route]+="$us "
+		else
+			mark="  (not saturated: excluded)"
+		fi
+		ALL[$route]+="$us "
+		printf '%-7s %5d %10d %9d %10s %6s %12s%s\n' "$route" "$r" "$reqs" $((reqs / secs)) "$cpu" "$busy" "$us" "$mark"
 	done
 done
 
 echo
-echo "median server CPU per response (us):"
+echo "median server CPU per response (us), saturated runs [all runs]:"
 for route in $ROUTES; do
+	n=$(tr ' ' '\n' <<<"${PER[$route]:-}" | grep -c . || true)
+	if [ "$n" -lt 3 ]; then
+		echo "  $route: only $n saturated runs; the machine is too busy to judge (rerun when quieter)"
+		exit 3
+	fi
 	m=$(tr ' ' '\n' <<<"${PER[$route]}" | grep . | median)
-	printf '  %-7s %s\n' "$route" "$m"
+	a=$(tr ' ' '\n' <<<"${ALL[$route]}" | grep . | median)
+	printf '  %-7s %s  [%s]  (%d saturated runs)\n' "$route" "$m" "$a" "$n"
 	eval "MED_$route=$m"
 done
 ratio=$(awk -v a="$MED_refuse" -v b="$MED_ok" 'BEGIN {printf "%.3f", a/b}')

@@ -6,6 +6,7 @@
 //	/ok      the cheapest 200: a two-byte body, no middleware
 //	/gated   a 200 through httpgate.Guard on a gate with room
 //	/refuse  httpgate.Guard on a full gate: 503 + Retry-After + JSON
+//	/canned  the same 503 bytes written by httpgate.WriteRefusal, no gate
 package main
 
 import (
@@ -64,6 +65,10 @@ func run(addr, adminAddr string) error {
 	mux.Handle("GET /ok", ok)
 	mux.Handle("GET /gated", mw.Guard(roomy, 0, ok))
 	mux.Handle("GET /refuse", mw.Guard(full, 0, ok))
+	// The refusal's bytes without the gate or the middleware: what the
+	// answer itself costs, to tell it from what deciding costs.
+	canned := &admit.RejectedError{Gate: "full", Reason: admit.ReasonFull}
+	mux.HandleFunc("GET /canned", func(w http.ResponseWriter, r *http.Request) { httpgate.WriteRefusal(w, r, canned) })
 	srv, err := server.Listen(ctx, server.Config{
 		Addr: addr, AdminAddr: adminAddr, Handler: mux,
 		Gates: []*admit.Gate{roomy, full}, GateMetrics: gm,
