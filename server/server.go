@@ -76,6 +76,10 @@ type Config struct {
 	// means a new one (counters only).
 	GateMetrics *promsluice.GateMetrics
 
+	// Collectors are registered on the admin /metrics beside the gate and
+	// connection metrics (a cache's counters, for example).
+	Collectors []prometheus.Collector
+
 	// Conn configures the main listener's connection limit and the
 	// http.Server's ReadHeaderTimeout and IdleTimeout (see connlimit).
 	// Conn.Logger defaults to Logger.
@@ -195,7 +199,8 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err := s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), gm, promsluice.NewConnMetrics(main)} {
+	extra := append([]prometheus.Collector{collectors.NewGoCollector(), gm, promsluice.NewConnMetrics(main)}, cfg.Collectors...)
+	for _, c := range extra {
 		if err := s.registry.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
 		}

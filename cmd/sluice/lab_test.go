@@ -110,6 +110,9 @@ func TestLabShutdownEndsHeldWork(t *testing.T) {
 func TestLabCurlWalkthrough(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("curl not installed: .ci/run must install it for this end-to-end test")
+		}
 		t.Skip("curl not installed; this end-to-end test drives the lab with the real curl (CI installs it)")
 	}
 	goTool, err := exec.LookPath("go")

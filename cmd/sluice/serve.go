@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -161,7 +162,10 @@ func runServe(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 
-	h, gates, cleanup, err := static.build(logger)
+	// One GateMetrics is both the disk gate's Observer (wait and hold
+	// histograms) and its exporter on /metrics.
+	gm := promsluice.NewGateMetrics()
+	h, gates, collectors, cleanup, err := static.build(logger, gm)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
@@ -177,10 +181,12 @@ func runServe(ctx context.Context, e env, args []string) int {
 	}
 
 	srv, err := server.Listen(ctx, server.Config{
-		Addr:      o.addr,
-		AdminAddr: o.adminAddr,
-		Handler:   mw.Lazy(h),
-		Gates:     gates,
+		Addr:        o.addr,
+		AdminAddr:   o.adminAddr,
+		Handler:     mw.Lazy(h),
+		Gates:       gates,
+		GateMetrics: gm,
+		Collectors:  collectors,
 		Conn: connlimit.Config{
 			MaxConns:          o.maxConns,
 			IdleTimeout:       o.idleTimeout,

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -104,17 +106,18 @@ func offIfZero(v int64) int64 {
 // build returns the handler to mount on the main listener, the gates it
 // uses (for /metrics and /state), and a cleanup function to call after the
 // server has shut down.
-func (o *staticOptions) build(logger *slog.Logger) (http.Handler, []*admit.Gate, func(), error) {
+func (o *staticOptions) build(logger *slog.Logger, obs admit.Observer) (http.Handler, []*admit.Gate, []prometheus.Collector, func(), error) {
 	cfg, err := o.config(logger)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
+	cfg.Observer = obs
 	h, err := static.New(cfg)
 	if err != nil {
 		if cfg.Root != "" {
-			return nil, nil, nil, fmt.Errorf("--root %q: %w", cfg.Root, err)
+			return nil, nil, nil, nil, fmt.Errorf("--root %q: %w", cfg.Root, err)
 		}
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if logger != nil {
 		what := "built-in demo site"
@@ -124,7 +127,11 @@ func (o *staticOptions) build(logger *slog.Logger) (http.Handler, []*admit.Gate,
 		logger.Info("serving static files", "root", what, "work_limit", o.workLimit, "gate_scope", cfg.Scope.String(),
 			"cache_bytes", int64(o.cacheBytes), "max_cached_file_size", int64(o.maxCachedFileSize), "gate_streams", o.gateStreams)
 	}
-	return h, []*admit.Gate{h.Gate()}, func() { h.Close() }, nil
+	cache := promsluice.NewCacheMetrics(func() promsluice.CacheStats {
+		s := h.Stats()
+		return promsluice.CacheStats{Hits: s.Hits, Misses: s.Misses, Evictions: s.Evictions, Entries: s.Entries, Bytes: s.Bytes}
+	})
+	return h, []*admit.Gate{h.Gate()}, []prometheus.Collector{cache}, func() { h.Close() }, nil
 }
 
 // byteSize is a flag.Value for sizes: a whole number of bytes with an

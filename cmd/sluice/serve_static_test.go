@@ -109,7 +109,7 @@ func TestStaticFlagsErrors(t *testing.T) {
 			t.Errorf("%v: unexpected parse error %v", c.args, err)
 			continue
 		}
-		h, gates, cleanup, err := o.build(nil)
+		h, gates, _, cleanup, err := o.build(nil, nil)
 		if err == nil {
 			cleanup()
 			t.Errorf("%v: build accepted (handler %v, %d gates)", c.args, h != nil, len(gates))
@@ -141,7 +141,7 @@ func TestStaticBuildServes(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs bytes.Buffer
-		h, gates, cleanup, err := o.build(staticTestLogger(&logs))
+		h, gates, _, cleanup, err := o.build(staticTestLogger(&logs), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

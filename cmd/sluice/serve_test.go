@@ -137,8 +137,12 @@ func TestServeRunsAndShutsDown(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, _ := get("http://" + addr + "/"); code == 0 {
-		t.Error("main listener did not answer")
+	// The first GET of the demo index reads it from disk through the gate
+	// (a hold sample), the second is a cache hit.
+	for range 2 {
+		if code, _ := get("http://" + addr + "/"); code != http.StatusOK {
+			t.Errorf("main listener answered %d, want 200 from the demo site", code)
+		}
 	}
 	if code, body := get("http://" + admin + "/healthz"); code != 200 || !strings.Contains(body, "ok") {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -146,6 +150,16 @@ func TestServeRunsAndShutsDown(t *testing.T) {
 	if code, body := get("http://" + admin + "/metrics"); code != 200 || !strings.Contains(body, "process_cpu_seconds_total") ||
 		!strings.Contains(body, "sluice_connections_max 32") {
 		t.Errorf("/metrics: %d, lacks process or connection metrics", code)
+	} else {
+		for _, want := range []string{
+			`sluice_cache_hits_total 1`,
+			`sluice_admission_admitted_total{gate="disk",kind="read"} 1`,
+			`sluice_admission_hold_seconds_count{gate="disk",kind="read"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 	}
 	if code, body := get("http://" + admin + "/state"); code != 200 || !strings.Contains(body, `"max_conns": 32`) {
 		t.Errorf("/state: %d %q", code, body)
