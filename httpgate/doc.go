@@ -114,5 +114,5 @@
 // permit allocates nothing beyond what the gate does. Guard decides
 // before it builds the context, so a refusal costs the holder, the
 // gate's decision (which reuses its error value) and the response: about
-// as much as the cheapest 200 the same server sends (docs/bench/httpgate.md).
+// as much as the cheapest 200 the same server sends (docs/benchmarks.md, "httpgate").
 package httpgate

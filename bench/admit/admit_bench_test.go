@@ -6,6 +6,7 @@ package admit_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/admit"
@@ -89,6 +90,20 @@ func BenchmarkSerial(b *testing.B) {
 			if s.TryAcquire(1) {
 				b.Fatal("admitted past capacity")
 			}
+		}
+	})
+	// floor is the least any counting gate can do: one compare-and-swap to
+	// take a slot and one atomic add to return it, nothing else. It shows
+	// how close to the hardware the gate's own cost is.
+	b.Run("floor/cas+add", func(b *testing.B) {
+		var state atomic.Int64
+		b.ReportAllocs()
+		for b.Loop() {
+			s := state.Load()
+			if s >= slots || !state.CompareAndSwap(s, s+1) {
+				b.Fatal("refused")
+			}
+			state.Add(-1)
 		}
 	})
 	b.Run("chan", func(b *testing.B) {
