@@ -19,28 +19,14 @@ import (
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/server"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // fixture is a running server with one gate "work" in front of a handler
 // that holds its slot until told to finish.

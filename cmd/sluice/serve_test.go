@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -11,30 +10,16 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 
 	"go.uber.org/goleak"
 )
 
 // lockedBuffer is a goroutine-safe stderr for subcommands run in-process.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testutil.SyncBuffer
 
 // runSubcommand runs a subcommand in-process with the given environment.
 func runSubcommand(ctx context.Context, run func(context.Context, env, []string) int, envs map[string]string, args ...string) (int, string) {
