@@ -279,7 +279,7 @@ func (g *Gate) TryAcquire(k Kind) (Permit, error) {
 			if used := int64(s&usedMask) + 1; used > g.peak.Load() {
 				g.raisePeak(used)
 			}
-			return Permit{g: g, n: 1}, nil
+			return Permit{g: g, meta: 1}, nil
 		}
 	}
 	return g.TryAcquireN(k, 1)
@@ -415,7 +415,7 @@ func (g *Gate) admit(k Kind, n, used int64, wait time.Duration, queued bool) Per
 	if g.timed {
 		start = int64(time.Since(g.epoch))
 	}
-	return Permit{g: g, n: int32(n), kind: k, start: start}
+	return Permit{g: g, meta: permitMeta(n, k), start: start}
 }
 
 // observeAdmitted is out of line to keep the admission path's frame small.
@@ -505,14 +505,15 @@ func (g *Gate) release(p *Permit, o Outcome) {
 		hold = time.Since(g.epoch) - time.Duration(p.start)
 		g.holdNanos.Add(int64(hold))
 	}
-	kc := &g.perKind[p.kind]
+	k := p.kind()
+	kc := &g.perKind[k]
 	if o != OutcomeOK {
 		kc.nonOK[o].Add(1)
 	}
-	if p.kind != 0 {
+	if k != 0 {
 		kc.completed.Add(1)
 	}
-	n := int64(p.n)
+	n := p.weight()
 	if n > 1 {
 		g.extra.Add(-(n - 1))
 	}
@@ -524,7 +525,7 @@ func (g *Gate) release(p *Permit, o Outcome) {
 		g.grant()
 	}
 	if g.obs != nil {
-		g.observeCompleted(p.kind, o, n, hold)
+		g.observeCompleted(k, o, n, hold)
 	}
 }
 

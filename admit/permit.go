@@ -17,11 +17,21 @@ package admit
 type Permit struct {
 	_     noCopy
 	g     *Gate
-	start int64 // nanoseconds since g.epoch; 0 when the gate does not time
-	n     int32 // slots held (weights are at most MaxCapacity)
-	kind  Kind
-	done  bool
+	start int64  // nanoseconds since g.epoch; 0 when the gate does not time
+	meta  uint64 // weight (low 32 bits), kind (bits 32-47), done (bit 48)
 }
+
+// Four fields at most keep a Permit in registers when it is returned.
+const (
+	metaKindShift = 32
+	metaDone      = 1 << 48
+)
+
+func permitMeta(n int64, k Kind) uint64 { return uint64(n) | uint64(k)<<metaKindShift }
+
+func (p *Permit) weight() int64 { return int64(uint32(p.meta)) }
+func (p *Permit) kind() Kind    { return Kind(p.meta >> metaKindShift) }
+func (p *Permit) done() bool    { return p.meta&metaDone != 0 }
 
 // Done releases the permit's slots and records how the work ended.
 func (p *Permit) Done(o Outcome) {
@@ -29,12 +39,12 @@ func (p *Permit) Done(o Outcome) {
 	if g == nil {
 		return
 	}
-	if p.done {
+	if p.done() {
 		g.misuse.Add(1)
 		return
 	}
-	p.done = true
-	if o == OutcomeOK && g.bare && p.n == 1 && p.kind == 0 {
+	p.meta |= metaDone
+	if o == OutcomeOK && g.bare && p.meta == 1|metaDone {
 		// Inlined release of the common case: one add frees the slot and
 		// counts the completion.
 		if s := g.state.Add(completedOne - 1); s>>usedBits == 0 || g.nwait.Load() > 0 {
@@ -49,7 +59,7 @@ func (p *Permit) Done(o Outcome) {
 }
 
 // Held reports whether the permit holds slots that Done has not released.
-func (p *Permit) Held() bool { return p.g != nil && !p.done }
+func (p *Permit) Held() bool { return p.g != nil && !p.done() }
 
 // Gate returns the gate the permit came from, or nil for an empty permit.
 func (p *Permit) Gate() *Gate { return p.g }
@@ -59,11 +69,11 @@ func (p *Permit) Kind() string {
 	if p.g == nil {
 		return ""
 	}
-	return p.g.kinds[p.kind]
+	return p.g.kinds[p.kind()]
 }
 
 // Weight returns the number of slots the permit holds (0 for an empty one).
-func (p *Permit) Weight() int64 { return int64(p.n) }
+func (p *Permit) Weight() int64 { return p.weight() }
 
 // noCopy makes go vet's copylocks check report copies of a Permit.
 type noCopy struct{}
