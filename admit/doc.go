@@ -70,7 +70,9 @@
 // the first, whose counts are the gate's totals minus the others', so a
 // one-kind gate pays nothing for kinds. Refusals reuse an identical, immutable
 // *RejectedError instead of allocating one, so a refusal flood allocates
-// nothing. Hold time costs two clock reads per permit; Config.NoTiming
+// nothing. A Permit is four words at most (its weight, kind and done flag
+// share one), so it is returned in registers. Hold time costs two clock
+// reads per permit; Config.NoTiming
 // turns them off for gates whose work is shorter than a clock read is
 // worth. The queue is a mutex-guarded intrusive list touched only when the
 // gate is full: the fast path never takes the lock.
