@@ -117,6 +117,35 @@ func (m *Middleware) Lazy(next http.Handler) http.Handler {
 	})
 }
 
+// Deadline returns a handler that only applies the deadline header (see
+// Config.DeadlineHeader) to the request's context before serving next: no
+// holder, so next must not call Acquire. It is for handlers that take and
+// release their slots themselves (package static does, around each disk
+// read). A request without the header passes through untouched, at no
+// cost; a malformed header is answered with 400 like Lazy does.
+func (m *Middleware) Deadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.maxDeadline <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		vals := r.Header[m.header]
+		if len(vals) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		d, err := parseDeadlineValues(vals)
+		if err != nil {
+			m.log(r.Context(), "malformed deadline header", slog.String("header", m.header), slog.Any("err", err))
+			writeBadDeadline(w, m.header, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), min(d, m.maxDeadline))
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
 // Guard returns a handler that takes one slot of kind k from g before
 // serving next, for work whose cost is the whole request. A refusal is
 // written with the Middleware's RefusalFunc and next does not run. Like

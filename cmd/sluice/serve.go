@@ -171,9 +171,10 @@ func runServe(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	defer cleanup()
-	// Lazy gives every request a holder (so slots taken with
-	// httpgate.Acquire are released on every path) and honours the
-	// Request-Timeout header.
+	// The static handler takes and releases its disk slot itself, right
+	// around the read, so it needs no per-request holder: Deadline only
+	// turns a Request-Timeout header into the request's deadline (so a
+	// queued disk read gives up in time) and costs nothing without one.
 	mw, err := httpgate.New(httpgate.Config{Logger: logger})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
@@ -183,7 +184,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 	srv, err := server.Listen(ctx, server.Config{
 		Addr:        o.addr,
 		AdminAddr:   o.adminAddr,
-		Handler:     mw.Lazy(h),
+		Handler:     mw.Deadline(h),
 		Gates:       gates,
 		GateMetrics: gm,
 		Collectors:  collectors,
