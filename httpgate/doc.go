@@ -27,7 +27,9 @@
 // context) asks a gate for a slot and records the permit in that holder;
 // the holder releases what it holds when the handler returns. Guard is Lazy
 // plus an Acquire before the handler runs, for work whose cost is the
-// request itself.
+// request itself. Deadline applies only the deadline header (below), for
+// handlers that take and release their slots themselves, as package static
+// does around each disk read; without the header it costs nothing.
 //
 // The outcome recorded on release is, in order of precedence:
 //

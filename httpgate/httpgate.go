@@ -125,25 +125,39 @@ func (m *Middleware) Lazy(next http.Handler) http.Handler {
 // cost; a malformed header is answered with 400 like Lazy does.
 func (m *Middleware) Deadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.maxDeadline <= 0 {
+		ctx, cancel, ok := m.withDeadline(w, r)
+		if !ok {
+			return
+		}
+		if cancel == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		vals := r.Header[m.header]
-		if len(vals) == 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		d, err := parseDeadlineValues(vals)
-		if err != nil {
-			m.log(r.Context(), "malformed deadline header", slog.String("header", m.header), slog.Any("err", err))
-			writeBadDeadline(w, m.header, err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), min(d, m.maxDeadline))
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// withDeadline applies the deadline header to r's context. cancel is nil
+// when there was no header to apply; ok is false when the header was
+// malformed and a 400 has been written.
+func (m *Middleware) withDeadline(w http.ResponseWriter, r *http.Request) (ctx context.Context, cancel context.CancelFunc, ok bool) {
+	ctx = r.Context()
+	if m.maxDeadline <= 0 {
+		return ctx, nil, true
+	}
+	vals := r.Header[m.header]
+	if len(vals) == 0 {
+		return ctx, nil, true
+	}
+	d, err := parseDeadlineValues(vals)
+	if err != nil {
+		m.log(ctx, "malformed deadline header", slog.String("header", m.header), slog.Any("err", err))
+		writeBadDeadline(w, m.header, err)
+		return nil, nil, false
+	}
+	ctx, cancel = context.WithTimeout(ctx, min(d, m.maxDeadline))
+	return ctx, cancel, true
 }
 
 // Guard returns a handler that takes one slot of kind k from g before
@@ -161,19 +175,12 @@ func (m *Middleware) Guard(g *admit.Gate, k admit.Kind, next http.Handler) http.
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, g *admit.Gate, k admit.Kind) {
-	ctx := r.Context()
-	if m.maxDeadline > 0 {
-		if vals := r.Header[m.header]; len(vals) > 0 {
-			d, err := parseDeadlineValues(vals)
-			if err != nil {
-				m.log(ctx, "malformed deadline header", slog.String("header", m.header), slog.Any("err", err))
-				writeBadDeadline(w, m.header, err)
-				return
-			}
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, min(d, m.maxDeadline))
-			defer cancel()
-		}
+	ctx, cancel, ok := m.withDeadline(w, r)
+	if !ok {
+		return
+	}
+	if cancel != nil {
+		defer cancel()
 	}
 	var h *holder
 	if g != nil {
