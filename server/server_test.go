@@ -238,6 +238,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	select {
 	case err := <-f.served:
+		f.served <- err // the cleanup waits for it
 		t.Fatalf("Serve returned %v while admitted work was running", err)
 	default:
 	}
