@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // ioTimeout bounds every blocking read in the tests; a hang fails the
@@ -131,16 +133,8 @@ func checkBusyReply(t testing.TB, resp *http.Response, body string) {
 	}
 }
 
-// eventually polls cond every few milliseconds until it holds or
-// ioTimeout passes; for state that another goroutine updates after the
-// client has already seen the effect (a server-side close, say).
+// eventually waits for state that another goroutine reaches.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(ioTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Eventually(t, what, cond)
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
@@ -78,17 +77,10 @@ func newMW(t *testing.T, cfg httpgate.Config) *httpgate.Middleware {
 	return m
 }
 
-// eventually polls cond until it holds or a generous bound passes; it is
-// for conditions reached through real sockets, never for pacing.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually waits for state that another goroutine reaches.
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, what, cond)
 }
 
 // checkInvariants asserts the gate's bookkeeping identities at rest.

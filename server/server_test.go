@@ -137,15 +137,10 @@ func (f *fixture) mustGet(t *testing.T, url string) reply {
 	return r
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually waits for state that another goroutine reaches.
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, what, cond)
 }
 
 func TestAdminEndpoints(t *testing.T) {

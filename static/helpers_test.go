@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -245,14 +246,10 @@ func (f *slowFile) Seek(off int64, whence int) (int64, error) {
 
 func newServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
 
-// eventually polls cond for up to 5 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually waits for state that another goroutine reaches.
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testutil.Eventually(t, what, cond)
 }
 
 func strconvItoa(n int) string { return fmt.Sprint(n) }

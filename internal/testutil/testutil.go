@@ -4,6 +4,8 @@ package testutil
 import (
 	"bytes"
 	"sync"
+	"testing"
+	"time"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent Write and String: a
@@ -25,4 +27,18 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Eventually polls cond every millisecond until it holds, and fails the
+// test if it does not within 10 seconds. It is for state reached through
+// real sockets and other goroutines, never for pacing.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
