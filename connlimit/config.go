@@ -35,6 +35,19 @@ const (
 	// DefaultIdleTimeout is applied to an http.Server by ConfigureServer
 	// when Config.IdleTimeout is zero.
 	DefaultIdleTimeout = 60 * time.Second
+	// DefaultSendTimeout bounds the time between two successful writes of
+	// a response when Config.SendTimeout is zero (nginx's send_timeout).
+	DefaultSendTimeout = 60 * time.Second
+	// DefaultBodyTimeout bounds the time between two successful reads of
+	// a request body when Config.BodyTimeout is zero (nginx's
+	// client_body_timeout).
+	DefaultBodyTimeout = 60 * time.Second
+	// explicitOverhead is the number of descriptors, beyond the
+	// connections and the lingering refusals, that an explicit MaxConns
+	// must leave free: standard streams, the listeners, the runtime's
+	// poller, an admin listener and a few of its connections, files being
+	// read.
+	explicitOverhead = 16
 	// fallbackNoFileLimit stands in for an unlimited (RLIM_INFINITY) or
 	// unknown descriptor limit when deriving MaxConns.
 	fallbackNoFileLimit = 1 << 20
@@ -44,10 +57,12 @@ const (
 // field that is out of range. Inspect with errors.Is.
 var ErrInvalidConfig = errors.New("connlimit: invalid config")
 
-// ErrNoHeadroom is returned by New when MaxConns is derived (zero) and the
-// process's file-descriptor limit is not larger than the reserve, so no
-// connection could be admitted. Raise the limit (ulimit -n) or set
-// MaxConns explicitly.
+// ErrNoHeadroom is returned by New when the process's file-descriptor
+// limit has no room for the connections: MaxConns is derived (zero) and
+// the limit is not larger than the reserve, or MaxConns is set and, with
+// the reserve, does not fit under the limit (the message names the
+// largest value that fits). Raise the limit (ulimit -n) or lower
+// MaxConns.
 var ErrNoHeadroom = errors.New("connlimit: file-descriptor limit leaves no room for connections")
 
 // Config configures a Listener. The zero value is a valid default: the
@@ -61,9 +76,14 @@ type Config struct {
 	MaxConns int
 
 	// Reserve is the number of file descriptors kept back for files,
-	// upstream sockets, refused connections and the runtime when MaxConns
-	// is derived. Zero means max(DefaultMinReserve, limit/DefaultReserveFraction).
-	// Ignored when MaxConns is set. Negative is invalid.
+	// upstream sockets, refused connections and the runtime. With
+	// MaxConns derived, zero means max(DefaultMinReserve,
+	// limit/DefaultReserveFraction). With MaxConns set, zero means
+	// MaxRefusing plus 16 (standard streams, listeners, the poller, an
+	// admin listener, files being read), and New refuses a MaxConns that
+	// does not fit under the soft RLIMIT_NOFILE with that reserve
+	// (ErrNoHeadroom, naming the largest value that fits). Negative is
+	// invalid.
 	Reserve int
 
 	// BusyReply is written to a connection refused because the limit is
@@ -111,6 +131,23 @@ type Config struct {
 	// itself does not use it.
 	IdleTimeout time.Duration
 
+	// SendTimeout bounds the time between two successful writes of a
+	// response (nginx's send_timeout): not a cap on the whole response, so
+	// a large file to a slow but live client completes, while a client
+	// that stops reading is cut off this long after its last progress
+	// (Stats.ClosedSendTimeout). Set per request through
+	// http.ResponseController by the handler wrapper ConfigureServer
+	// installs. Zero means DefaultSendTimeout; negative means none.
+	SendTimeout time.Duration
+
+	// BodyTimeout bounds the time between two successful reads of a
+	// request body (nginx's client_body_timeout), including net/http's
+	// own discard of a body the handler did not read: a request that
+	// declares a body and never sends it is closed this long after its
+	// headers (Stats.ClosedBodyTimeout). Zero means DefaultBodyTimeout;
+	// negative means none.
+	BodyTimeout time.Duration
+
 	// Logger receives limit transitions and Accept back-offs. Nil means
 	// silent.
 	Logger *slog.Logger
@@ -151,6 +188,8 @@ type resolved struct {
 	maxAcceptBackoff  time.Duration
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
+	sendTimeout       time.Duration
+	bodyTimeout       time.Duration
 	logger            *slog.Logger
 }
 
@@ -164,6 +203,8 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 		maxAcceptBackoff:  cfg.MaxAcceptBackoff,
 		readHeaderTimeout: cfg.ReadHeaderTimeout,
 		idleTimeout:       cfg.IdleTimeout,
+		sendTimeout:       cfg.SendTimeout,
+		bodyTimeout:       cfg.BodyTimeout,
 		logger:            cfg.Logger,
 	}
 	switch {
@@ -175,6 +216,8 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 		return r, fmt.Errorf("%w: BusyWriteTimeout %v is negative", ErrInvalidConfig, cfg.BusyWriteTimeout)
 	case cfg.MaxRefusing < 0:
 		return r, fmt.Errorf("%w: MaxRefusing %d is negative", ErrInvalidConfig, cfg.MaxRefusing)
+	case cfg.MaxConns > fallbackNoFileLimit:
+		return r, fmt.Errorf("%w: MaxConns %d is above %d", ErrInvalidConfig, cfg.MaxConns, fallbackNoFileLimit)
 	case cfg.MaxAcceptBackoff != 0 && cfg.MaxAcceptBackoff < MinAcceptBackoff:
 		return r, fmt.Errorf("%w: MaxAcceptBackoff %v is below %v", ErrInvalidConfig, cfg.MaxAcceptBackoff, MinAcceptBackoff)
 	}
@@ -192,6 +235,12 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 	}
 	if r.idleTimeout == 0 {
 		r.idleTimeout = DefaultIdleTimeout
+	}
+	if r.sendTimeout == 0 {
+		r.sendTimeout = DefaultSendTimeout
+	}
+	if r.bodyTimeout == 0 {
+		r.bodyTimeout = DefaultBodyTimeout
 	}
 	if cfg.BusyReply == nil {
 		r.busyReply = HTTPBusyReply(1)
@@ -213,7 +262,44 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 	if r.maxRefusing == 0 {
 		r.maxRefusing = defaultRefusing
 	}
+	if cfg.MaxConns > 0 {
+		if err := checkExplicitMaxConns(noFile, cfg, &r); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// checkExplicitMaxConns refuses an explicit MaxConns that, with its
+// refusals and the fixed overhead, would not fit under the soft
+// RLIMIT_NOFILE: such a limit is never reached, and the flood it was
+// meant to stop ends in EMFILE instead of busy replies. When the limit
+// cannot be read (no RLIMIT_NOFILE on the platform) the value is trusted.
+// Without an explicit MaxRefusing, the lingering refusals are scaled down
+// to fit a small descriptor limit.
+func checkExplicitMaxConns(noFile func() (uint64, error), cfg Config, r *resolved) error {
+	soft, err := noFile()
+	if err != nil {
+		return nil
+	}
+	limit := int(min(soft, fallbackNoFileLimit))
+	if cfg.MaxRefusing == 0 {
+		// A quarter of what the connections leave over, at least one.
+		r.maxRefusing = min(r.maxRefusing, max(1, (limit-cfg.MaxConns-explicitOverhead)/4))
+	}
+	reserve := cfg.Reserve
+	if reserve == 0 {
+		reserve = r.maxRefusing + explicitOverhead
+	}
+	if fits := limit - reserve; cfg.MaxConns > fits {
+		if fits < 1 {
+			return fmt.Errorf("%w: MaxConns %d: the file-descriptor limit %d leaves no room for connections after a reserve of %d (raise ulimit -n)",
+				ErrNoHeadroom, cfg.MaxConns, limit, reserve)
+		}
+		return fmt.Errorf("%w: MaxConns %d does not fit the file-descriptor limit %d: with %d descriptors kept back for refusals, listeners and files, the largest that fits is %d (or raise ulimit -n)",
+			ErrNoHeadroom, cfg.MaxConns, limit, reserve, fits)
+	}
+	return nil
 }
 
 // deriveMaxConns computes the default limit, the soft RLIMIT_NOFILE minus

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,6 +91,14 @@ type Config struct {
 	// connections are closed at once.
 	ShutdownTimeout time.Duration
 
+	// DrainDelay is how long shutdown keeps serving normally after
+	// /healthz starts answering 503 draining, before the main listener
+	// closes: the time a load balancer or a Kubernetes readiness probe
+	// needs to notice and stop sending new connections. During it
+	// keep-alives are turned off, so clients move to fresh connections.
+	// Zero or negative means none: the listener closes at once.
+	DrainDelay time.Duration
+
 	// OnShutdown functions are called, in order, when shutdown begins,
 	// before the gates close (the lab ends its held work here).
 	OnShutdown []func()
@@ -111,13 +120,20 @@ type Server struct {
 	timeout  time.Duration
 	hooks    []func()
 	logger   *slog.Logger
+	delay    time.Duration
 	draining atomic.Bool
 	served   atomic.Bool
+
+	abortOnce sync.Once
+	abort     chan struct{} // closed by Abort
 }
 
 // CutShortError is returned by Serve when the shutdown timeout passed
 // with work still in progress.
 type CutShortError struct {
+	// Aborted is true when Abort ended the shutdown (a second signal),
+	// false when the timeout passed.
+	Aborted bool
 	Timeout time.Duration
 	// Inflight is the number of slots still held per gate name.
 	Inflight map[string]int64
@@ -132,8 +148,12 @@ func (e *CutShortError) Error() string {
 			parts = append(parts, fmt.Sprintf("%s=%d", g, n))
 		}
 	}
-	return fmt.Sprintf("server: shutdown timeout %v passed: %d connections cut, slots still held: [%s]",
-		e.Timeout, e.OpenConns, strings.Join(parts, " "))
+	why := fmt.Sprintf("shutdown timeout %v passed", e.Timeout)
+	if e.Aborted {
+		why = "shutdown aborted"
+	}
+	return fmt.Sprintf("server: %s: %d connections cut, slots still held: [%s]",
+		why, e.OpenConns, strings.Join(parts, " "))
 }
 
 // Listen validates cfg and binds both listeners; Serve starts serving.
@@ -178,8 +198,10 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		main:    main,
 		gates:   cfg.Gates,
 		timeout: timeout,
+		delay:   max(cfg.DrainDelay, 0),
 		hooks:   cfg.OnShutdown,
 		logger:  cfg.Logger,
+		abort:   make(chan struct{}),
 	}
 	handler := cfg.Handler
 	if handler == nil {
@@ -199,7 +221,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err := s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	extra := append([]prometheus.Collector{collectors.NewGoCollector(), gm, promsluice.NewConnMetrics(main)}, cfg.Collectors...)
+	extra := append([]prometheus.Collector{collectors.NewGoCollector(), gm, promsluice.NewConnMetrics(main), timeoutMetrics(main)}, cfg.Collectors...)
 	for _, c := range extra {
 		if err := s.registry.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
@@ -288,14 +310,44 @@ func (s *Server) Serve(ctx context.Context) error {
 	return errors.Join(serveErr, err)
 }
 
+// Abort ends a shutdown in progress at once: the drain delay and the
+// wait for admitted work are cut short, every connection is closed, and
+// Serve returns a *CutShortError with Aborted set, after logging what was
+// cut. Called before shutdown begins, it makes the shutdown skip both
+// waits. It does not itself start a shutdown (end Serve's context for
+// that). Safe to call more than once and from any goroutine.
+func (s *Server) Abort() {
+	s.abortOnce.Do(func() { close(s.abort) })
+}
+
+func (s *Server) aborted() bool {
+	select {
+	case <-s.abort:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *Server) shutdown() error {
 	s.draining.Store(true)
-	s.log(slog.LevelInfo, "shutting down", slog.Duration("timeout", s.timeout))
+	s.log(slog.LevelInfo, "shutting down", slog.Duration("drain_delay", s.delay), slog.Duration("timeout", s.timeout))
+	if s.delay > 0 {
+		// Lame duck: /healthz says draining, the listener still accepts,
+		// responses ask clients to reconnect.
+		s.mainSrv.SetKeepAlivesEnabled(false)
+		t := time.NewTimer(s.delay)
+		select {
+		case <-t.C:
+		case <-s.abort:
+		}
+		t.Stop()
+	}
 	for _, f := range s.hooks {
 		f()
 	}
 	var cut error
-	if s.timeout < 0 {
+	if s.timeout < 0 || s.aborted() {
 		cut = s.cutShort()
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
@@ -305,7 +357,14 @@ func (s *Server) shutdown() error {
 		for _, g := range s.gates {
 			g.Close()
 		}
-		if err := <-done; err != nil {
+		var err error
+		select {
+		case err = <-done:
+		case <-s.abort:
+			cancel()
+			err = <-done
+		}
+		if err != nil {
 			cut = s.cutShort()
 		}
 		cancel()
@@ -315,6 +374,9 @@ func (s *Server) shutdown() error {
 	}
 	if s.adminSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
+		if s.aborted() {
+			cancel()
+		}
 		if err := s.adminSrv.Shutdown(ctx); err != nil {
 			_ = s.adminSrv.Close()
 		}
@@ -329,7 +391,7 @@ func (s *Server) shutdown() error {
 // cutShort records what is still running, then closes every connection.
 // It returns nil if nothing was.
 func (s *Server) cutShort() error {
-	e := &CutShortError{Timeout: max(s.timeout, 0), Inflight: map[string]int64{}, OpenConns: s.main.Stats().Open}
+	e := &CutShortError{Aborted: s.aborted(), Timeout: max(s.timeout, 0), Inflight: map[string]int64{}, OpenConns: s.main.Stats().Open}
 	args := []any{slog.Duration("timeout", e.Timeout), slog.Int("open_conns", e.OpenConns)}
 	busy := e.OpenConns > 0
 	for _, g := range s.gates {
@@ -342,7 +404,11 @@ func (s *Server) cutShort() error {
 	if !busy {
 		return nil
 	}
-	s.log(slog.LevelWarn, "shutdown timeout passed; cut work short", args...)
+	msg := "shutdown timeout passed; cut work short"
+	if e.Aborted {
+		msg = "shutdown aborted; cut work short"
+	}
+	s.log(slog.LevelWarn, msg, args...)
 	return e
 }
 
@@ -397,4 +463,27 @@ func slogErrorLog(l *slog.Logger) *log.Logger {
 		return log.New(io.Discard, "", 0)
 	}
 	return slog.NewLogLogger(l.Handler(), slog.LevelError)
+}
+
+// timeoutMetrics exports the connections closed by the send and body
+// timeouts, beside promsluice's connection metrics.
+func timeoutMetrics(l *connlimit.Listener) prometheus.Collector {
+	return &timeoutCollector{
+		l:    l,
+		send: prometheus.NewDesc("sluice_connections_closed_send_timeout_total", "Connections closed because the client took no bytes of a response for the send timeout.", nil, nil),
+		body: prometheus.NewDesc("sluice_connections_closed_body_timeout_total", "Connections closed because a declared request body did not progress for the body timeout.", nil, nil),
+	}
+}
+
+type timeoutCollector struct {
+	l          *connlimit.Listener
+	send, body *prometheus.Desc
+}
+
+func (c *timeoutCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.send; ch <- c.body }
+
+func (c *timeoutCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.l.Stats()
+	ch <- prometheus.MustNewConstMetric(c.send, prometheus.CounterValue, float64(st.ClosedSendTimeout))
+	ch <- prometheus.MustNewConstMetric(c.body, prometheus.CounterValue, float64(st.ClosedBodyTimeout))
 }

@@ -36,6 +36,8 @@ type ConnState struct {
 	Rejected            map[string]uint64 `json:"rejected"`
 	ClosedIdle          uint64            `json:"closed_idle"`
 	ClosedHeaderTimeout uint64            `json:"closed_header_timeout"`
+	ClosedSendTimeout   uint64            `json:"closed_send_timeout"`
+	ClosedBodyTimeout   uint64            `json:"closed_body_timeout"`
 	AcceptErrors        map[string]uint64 `json:"accept_errors"`
 	Backoffs            uint64            `json:"accept_backoffs"`
 }
@@ -50,6 +52,7 @@ func (s *Server) State() State {
 	st.Connections = ConnState{
 		MaxConns: c.MaxConns, Open: c.Open, Refusing: c.Refusing, Accepted: c.Accepted,
 		Rejected: c.Rejected, ClosedIdle: c.ClosedIdle, ClosedHeaderTimeout: c.ClosedHeaderTimeout,
+		ClosedSendTimeout: c.ClosedSendTimeout, ClosedBodyTimeout: c.ClosedBodyTimeout,
 		AcceptErrors: c.AcceptErrors, Backoffs: c.Backoffs,
 	}
 	return st

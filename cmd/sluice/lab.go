@@ -49,11 +49,11 @@ func runLab(ctx context.Context, e env, args []string) int {
 	if *slots < 1 || *slots > admit.MaxCapacity {
 		return fail(fmt.Errorf("--slots %d: want 1 to %d", *slots, admit.MaxCapacity))
 	}
-	if err := checkPositive("hold-limit", *hold); err != nil {
+	if err := checkDuration("hold-limit", *hold, time.Millisecond, maxTimeout); err != nil {
 		return fail(err)
 	}
-	if *shutdown < 0 {
-		return fail(fmt.Errorf("--shutdown-timeout %v: must be 0 or more", *shutdown))
+	if err := checkDuration("shutdown-timeout", *shutdown, 0, maxShutdownTimeout); err != nil {
+		return fail(err)
 	}
 	logger, err := lo.logger(e.stderr)
 	if err != nil {
@@ -84,6 +84,10 @@ func runLab(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
 		return exitFail
 	}
+	if !isLoopback(*addr) {
+		logger.Warn("lab is not on loopback: its /release is unauthenticated, so anyone who can reach this address can release held work",
+			"addr", *addr)
+	}
 	logger.Info("lab listening", "addr", srv.Addr().String(), "business_slots", *slots, "hold_limit", *hold)
-	return serveUntilDone(ctx, e, "lab", srv)
+	return serveUntilDone(ctx, e, "lab", srv, logger)
 }
