@@ -196,8 +196,8 @@ func holdSlots(t *testing.T, g *admit.Gate) func() {
 type slowFS struct {
 	fs.FS
 	match     string
-	opened    chan string // receives the name on each matching Open (if not nil)
-	hold      atomic.Bool // while true, each matching Read waits for a token on readGate
+	opened    chan string  // receives the name on each matching Open (if not nil)
+	hold      atomic.Bool  // while true, each matching Read waits for a token on readGate
 	waiting   atomic.Int32 // Reads waiting for a token now
 	readGate  chan struct{}
 	readDelay time.Duration
