@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
@@ -84,10 +85,16 @@ func runLab(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
 		return exitFail
 	}
-	if !isLoopback(*addr) {
-		logger.Warn("lab is not on loopback: its /release is unauthenticated, so anyone who can reach this address can release held work",
-			"addr", *addr)
-	}
+	warnLabAddr(logger, *addr)
 	logger.Info("lab listening", "addr", srv.Addr().String(), "business_slots", *slots, "hold_limit", *hold)
 	return serveUntilDone(ctx, e, "lab", srv, logger)
+}
+
+// warnLabAddr warns when the lab listens beyond loopback: /release is an
+// unauthenticated control.
+func warnLabAddr(logger *slog.Logger, addr string) {
+	if !isLoopback(addr) {
+		logger.Warn("lab is not on loopback: its /release is unauthenticated, so anyone who can reach this address can release held work",
+			"addr", addr)
+	}
 }
