@@ -42,7 +42,7 @@ func BenchmarkConnection(b *testing.B) {
 		benchConnections(b, inner.Addr(), http.StatusOK, false)
 	})
 	b.Run("served", func(b *testing.B) {
-		l := startServer(b, Config{MaxConns: 1 << 20}, handler)
+		l := startServer(b, Config{MaxConns: 4096}, handler)
 		benchConnections(b, l.Addr(), http.StatusOK, false)
 		if s := l.Stats(); s.Rejected[ReasonMaxConns] != 0 {
 			b.Fatalf("%d connections refused on the served path", s.Rejected[ReasonMaxConns])

@@ -70,9 +70,12 @@ var ErrNoHeadroom = errors.New("connlimit: file-descriptor limit leaves no room 
 // connections get HTTPBusyReply(1), and Accept backs off on EMFILE.
 type Config struct {
 	// MaxConns is the most connections open at once (accepted and not
-	// yet closed). Zero derives it at New time from the soft
-	// RLIMIT_NOFILE minus Reserve (see the package documentation).
-	// Negative is invalid.
+	// yet closed). It protects file descriptors, not concurrency: set it
+	// well above the clients' connection pools and bound work with a
+	// gate. Zero derives it at New time from the soft RLIMIT_NOFILE minus
+	// Reserve; a value that does not fit under that limit is refused
+	// (ErrNoHeadroom; see the package documentation). Negative or above
+	// 1<<20 is invalid.
 	MaxConns int
 
 	// Reserve is the number of file descriptors kept back for files,

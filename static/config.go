@@ -76,13 +76,16 @@ type Config struct {
 	// Root is the directory to serve. Nothing outside it is reachable:
 	// it is opened with os.OpenRoot, so "..", absolute names and symbolic
 	// links that point outside are refused by the kernel-checked walk.
-	// Empty means FS, or the built-in demo site if FS is nil too.
+	// The path is looked up again at most once per Revalidate; when it
+	// names another directory (a deploy swapped a symbolic link), that one
+	// is served from then on. Empty means FS, or the built-in demo site if
+	// FS is nil too.
 	Root string
 
 	// FS, when Root is empty, is the file system to serve instead of the
 	// demo site. It is also the hook for tests and benchmarks that need a
-	// slow disk: wrap a real FS so that Open or Read sleeps. Stat (through
-	// fs.Stat) is never gated; Open and Read are. Files with a zero
+	// slow disk: wrap a real FS so that Read sleeps. Open and Stat are
+	// never gated (they read no content); Read is. Files with a zero
 	// modification time get neither Last-Modified nor ETag (the demo site,
 	// whose embedded files have no time, gets content-hash ETags instead).
 	FS fs.FS
@@ -94,7 +97,9 @@ type Config struct {
 
 	// WorkLimit is the number of slots of the "disk" gate: how many disk
 	// reads (and, with streams gated, large-file streams) may run at once.
-	// Zero means DefaultWorkLimit; negative is an error.
+	// Zero means DefaultWorkLimit; negative means no gate at all: every
+	// read goes through, and Handler.Gate returns nil (ScopeRequest then
+	// is an error).
 	WorkLimit int64
 
 	// Queue is how many disk reads may wait for a slot when all are taken.
@@ -117,10 +122,12 @@ type Config struct {
 	// negative means every file is streamed. It is capped at CacheBytes.
 	MaxCachedFileSize int64
 
-	// Revalidate is how long a cached file is served without checking its
-	// size and modification time on disk (one stat, never gated). A file
-	// changed on disk is never served stale for longer than this. Zero
-	// means DefaultRevalidate; negative means check on every request.
+	// Revalidate is how long a cached file is served without checking,
+	// with one stat (never gated), that it is the same file: size,
+	// modification time, and on Linux device, inode, change time and mode.
+	// A file changed on disk is never served stale for longer than this.
+	// It is also how often Root is looked up again. Zero means
+	// DefaultRevalidate; negative means check on every request.
 	Revalidate time.Duration
 
 	// UngatedStreams lets streams of large files run without a disk slot.

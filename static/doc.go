@@ -38,12 +38,29 @@
 // MaxCachedFileSize, with the response headers prebuilt. An entry is
 // served without looking at the disk for Revalidate after it was last
 // checked; after that, one stat (never gated: it reads no content)
-// confirms size and modification time, or drops the entry.
+// confirms it is the same file, or drops the entry. Size and
+// modification time are not enough: a rewrite can keep the size and
+// restore the mtime, and a chmod changes neither. So the device, inode,
+// change time (which the kernel sets on every write, chmod or utimes and
+// which cannot be set back) and mode are compared too.
 //
-// A cache miss is answered by http.ServeContent, which owns the rules for
-// conditional requests and ranges, over a diskResponse: a value that is
-// both the ResponseWriter and the content. ServeContent decides the status
-// from headers and the stat alone; only when it commits to sending a body
+// The served tree is a snapshot: Config.Root as opened, pinned by each
+// request from its first stat to its last read, so one response never
+// mixes two releases. The root path is looked up again once per
+// Revalidate; when it names another directory (a deploy swapped a
+// symbolic link) that one is opened and becomes current, entries from
+// the old one are dropped on use, and the old directory is closed when
+// its last request ends.
+//
+// A cache miss opens the file (a metadata step, not gated), takes size
+// and validators from the open file (so GET and HEAD agree on a file that
+// cannot be opened: 403 for both, and the headers describe the very file
+// that is read), and is answered by http.ServeContent, which owns the
+// rules for conditional requests and ranges, over a diskResponse: a value
+// that is both the ResponseWriter and the content. limitRanges bounds
+// what a Range header can cost first (at most MaxRanges ranges, no
+// overlaps, "bytes=-0" is 416). ServeContent decides the status from
+// headers and the stat alone; only when it commits to sending a body
 // (WriteHeader 200 or 206 on a GET) does diskResponse take the slot and
 // open the file. That is where "a HEAD or a 304 never takes a slot" comes
 // from, without a second copy of the precondition logic. A plain GET or

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -382,5 +383,39 @@ func TestDeclaredBodyWaitsWithoutASlot(t *testing.T) {
 	resp2.Body.Close()
 	if resp2.StatusCode != http.StatusRequestEntityTooLarge || !resp2.Close {
 		t.Errorf("GET with a 100 KiB body: %d close=%v, want 413 and Connection: close", resp2.StatusCode, resp2.Close)
+	}
+}
+
+// deniedFS refuses to open one name, as the kernel does for a file
+// without read permission (whatever the test's user id), while stat
+// still works, as it does for such a file.
+type deniedFS struct {
+	fs.FS
+	name string
+}
+
+func (d deniedFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(d.FS, name) }
+
+func (d deniedFS) Open(name string) (fs.File, error) {
+	if name == d.name {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+	}
+	return d.FS.Open(name)
+}
+
+// A file that cannot be read gets the same answer, 403, for GET and HEAD,
+// cached or not, on any user id. Before, GET said 500 and HEAD 200.
+func TestUnreadableFileSameForGETAndHEAD(t *testing.T) {
+	dir := writeTree(t, map[string]string{"locked.txt": "no", "big.bin": strings.Repeat("b", 2<<20)})
+	for _, name := range []string{"locked.txt", "big.bin"} {
+		s := serveDir(t, dir, static.Config{FS: deniedFS{os.DirFS(dir), name}})
+		for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodGet} {
+			if r := s.do(t, method, "/"+name); r.status != http.StatusForbidden {
+				t.Errorf("%s /%s (unreadable): %d, want 403", method, name, r.status)
+			}
+		}
+		if st := s.h.Gate().Stats(); st.Offered != 0 {
+			t.Errorf("an unreadable file reached the gate %d times", st.Offered)
+		}
 	}
 }
