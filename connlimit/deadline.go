@@ -113,9 +113,9 @@ func (d *deadlineWriter) Flush() {
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // deadlineBody renews the read deadline after every successful read of a
-// request body and lifts it at the end of the body, so that net/http's
-// background read (which watches for the client going away) does not
-// inherit it.
+// request body. At the end of the body net/http lifts the deadline itself
+// (its background read, which watches for the client going away, starts
+// without one); deadlineBody only stops attributing timeouts to the body.
 type deadlineBody struct {
 	rc      *http.ResponseController
 	rd      io.ReadCloser
@@ -138,7 +138,6 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		if b.conn != nil {
 			b.conn.bodyDeadline.Store(0)
 		}
-		_ = b.rc.SetReadDeadline(time.Time{})
 	case err == nil && n > 0:
 		_ = b.renew()
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -75,7 +76,7 @@ func runLab(ctx context.Context, e env, args []string) int {
 		Gates:   []*admit.Gate{l.Gate()},
 		// The lab's own limits are the slots; keep the connection limit
 		// out of the way of a curl walkthrough but bounded.
-		Conn:            connlimit.Config{MaxConns: 1024},
+		Conn:            labConnConfig(),
 		ShutdownTimeout: st,
 		// Held /work requests would otherwise wait out the hold limit.
 		OnShutdown: []func(){l.Close},
@@ -97,4 +98,14 @@ func warnLabAddr(logger *slog.Logger, addr string) {
 		logger.Warn("lab is not on loopback: its /release is unauthenticated, so anyone who can reach this address can release held work",
 			"addr", addr)
 	}
+}
+
+// labConnConfig bounds the lab's connections at 1024, or at what the
+// descriptor limit allows when that is less.
+func labConnConfig() connlimit.Config {
+	cfg := connlimit.Config{MaxConns: 1024}
+	if errors.Is(cfg.Validate(), connlimit.ErrNoHeadroom) {
+		cfg.MaxConns = 0 // derived from the limit
+	}
+	return cfg
 }
