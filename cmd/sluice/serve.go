@@ -65,13 +65,6 @@ func checkAddr(flagName, addr string) error {
 	return nil
 }
 
-func checkPositive(flagName string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("--%s %v: must be greater than zero", flagName, d)
-	}
-	return nil
-}
-
 // checkDuration refuses a duration outside [lo, hi], naming the flag and
 // the accepted range: 1ns timeouts and thousand-hour drains are typos.
 func checkDuration(flagName string, d, lo, hi time.Duration) error {
