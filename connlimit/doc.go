@@ -32,7 +32,7 @@
 // so do open(2) for the file a request wanted and socket(2) for the
 // upstream call it needed. So the limit on connections sits below the
 // descriptor limit, with room to spare, and is enforced by the server
-// itself, as in the seed this package grew from (muduo's "limit the
+// itself, as muduo does (its "limit the
 // number of concurrent connections": count connections, shut the ones
 // over the limit, and send a short reply first so the client can fail
 // over).

@@ -4,6 +4,16 @@
 // metrics and state, and a graceful shutdown that keeps every promise made
 // to admitted work.
 //
+// # Usage
+//
+//	srv, err := server.Listen(ctx, server.Config{
+//		Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9090",
+//		Handler: h, Gates: []*admit.Gate{gate},
+//		DrainDelay: 5 * time.Second, Logger: logger,
+//	})
+//	if err != nil { ... }
+//	err = srv.Serve(ctx) // until ctx ends (a signal), then a graceful shutdown
+//
 // # Parts
 //
 //   - Main listener: Config.Addr (127.0.0.1:8080 by default), wrapped in a

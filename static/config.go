@@ -41,7 +41,7 @@ const (
 	ScopeDisk Scope = iota
 	// ScopeRequest takes a slot for every request before the cache is
 	// looked up, and holds it until the response is written. This is the
-	// bug of seed 000, kept so that its cliff can be shown and tested:
+	// request-scoped bug, kept so that its cliff can be shown and tested:
 	// cache hits are refused once concurrency passes the work limit.
 	ScopeRequest
 )
@@ -104,7 +104,7 @@ type Config struct {
 
 	// Queue is how many disk reads may wait for a slot when all are taken.
 	// Zero means none: a read that finds the gate full is refused at once
-	// with 503 (the seed's behaviour). Negative is an error.
+	// with 503. Negative is an error.
 	Queue int
 
 	// MaxWait bounds the time a queued read waits before it is refused
@@ -131,14 +131,14 @@ type Config struct {
 	Revalidate time.Duration
 
 	// UngatedStreams lets streams of large files run without a disk slot.
-	// False (the zero value, the seed's decision) makes a stream hold a
+	// False (the zero value) makes a stream hold a
 	// slot for its whole duration: a stream is a disk read spread over
 	// time, and leaving it out lets slow clients pile up unbounded disk
 	// work. See the package documentation for the trade-off.
 	UngatedStreams bool
 
 	// Scope says where the slot is taken. The zero value, ScopeDisk, is the
-	// fix; ScopeRequest reproduces the seed's bug.
+	// fix; ScopeRequest reproduces the request-scoped bug.
 	Scope Scope
 
 	// Observer, if not nil, sees every decision of the disk gate.

@@ -12,7 +12,7 @@ import (
 )
 
 // slot records whether a request holds a disk slot, so that a release
-// frees only what was taken (the seed's slot_held): a request that was
+// frees only what was taken: a request that was
 // answered without the disk never gives back a slot it does not have.
 type slot struct{ p admit.Permit }
 

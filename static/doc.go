@@ -2,10 +2,22 @@
 // file from disk — behind an admission gate, and everything else
 // (cache hits, HEAD, 304, 404, 403, redirects) without it.
 //
+// # Usage
+//
+//	h, err := static.New(static.Config{Root: "/srv/www", WorkLimit: 16})
+//	if err != nil { ... }
+//	defer h.Close()
+//	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: h}
+//	// h.Gate() feeds metrics and /state; h.Stats() reports the cache.
+//
+// Serve it behind send and body timeouts (package server, or connlimit's
+// ConfigureServer): without them a client that stops reading keeps a
+// stream, and its slot, for ever.
+//
 // # The problem it fixes
 //
-// Seed 000 describes a static server whose work limit counted requests
-// instead of disk reads: the slot was taken before the cache was looked
+// A static server whose work limit counted requests instead of disk reads
+// took the slot before the cache was looked
 // up, so once concurrency passed the limit (16) requests for files already
 // in memory — nearly all of them — were refused with 503. Throughput fell
 // from 44k to 4k requests/s at concurrency 200, with 92% refusals, on a
@@ -78,7 +90,7 @@
 //	                                                          ▶ slot ▶ stream ... ◀ release at the end
 //
 // Config.Scope = ScopeRequest moves the slot to the top of ServeHTTP, in
-// front of the cache: the seed's bug, kept so that its cliff can be
+// front of the cache: the request-scoped bug, kept so that its cliff can be
 // measured and its tests can tell the two apart.
 //
 // # Trade-off: streams hold a slot
@@ -88,17 +100,9 @@
 // Gating streams (the default) bounds concurrent disk work, including the
 // case where slow clients hold many streams open; the price is that a few
 // slow downloads can occupy every slot and turn small cold reads away with
-// 503 until they end. UngatedStreams removes that price and the bound. The
-// seed kept streams gated ("the only member removed from the covered set is
-// the cache hit"); so does the default here. Operators who serve large
+// 503 until they end. UngatedStreams removes that price and the bound.
+// The only request removed from the gate is the cache hit: streams stay
+// gated by default. Operators who serve large
 // files to slow clients should raise WorkLimit or set a Queue and MaxWait,
 // or ungate streams and bound connections instead (package connlimit).
-//
-// # Usage
-//
-//	h, err := static.New(static.Config{Root: "/srv/www", WorkLimit: 16})
-//	if err != nil { ... }
-//	defer h.Close()
-//	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: h}
-//	// h.Gate() feeds metrics and /state; h.Stats() reports the cache.
 package static

@@ -196,7 +196,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.scope == ScopeRequest {
-		// The seed's bug, on purpose: the slot is taken before the cache is
+		// The request-scoped bug, on purpose: the slot is taken before the cache is
 		// looked up, so cache hits queue behind (or are refused by) disk work.
 		var s slot
 		var err error

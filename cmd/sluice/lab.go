@@ -18,7 +18,7 @@ import (
 // /release is an unauthenticated control.
 const defaultLabAddr = "127.0.0.1:18440"
 
-// runLab runs `sluice lab`, the backpressure lab of seed 001: GET /work,
+// runLab runs `sluice lab`, the backpressure lab: GET /work,
 // POST /release and GET /state on one listener.
 func runLab(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)

@@ -200,6 +200,20 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, out, c.want)
 		}
 	}
+	// The environment twins go through the same checks.
+	for name, want := range map[string]string{
+		"SLUICE_SEND_TIMEOUT": "--send-timeout 1ns", "SLUICE_BODY_TIMEOUT": "--body-timeout 1ns", "SLUICE_DRAIN_DELAY": "--drain-delay 1ns",
+	} {
+		v := "1ns"
+		if name == "SLUICE_DRAIN_DELAY" {
+			v = "-1ns"
+			want = "--drain-delay -1ns"
+		}
+		code, out := runSubcommand(context.Background(), runServe, map[string]string{name: v})
+		if code != exitUsage || !strings.Contains(out, want) {
+			t.Errorf("%s=%s: exit %d, %q; want 2 and %q", name, v, code, out, want)
+		}
+	}
 }
 
 // --max-conns is about file descriptors, and the help says so.

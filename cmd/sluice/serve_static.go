@@ -49,7 +49,7 @@ func addStaticFlags(fs *flag.FlagSet) *staticOptions {
 	fs.Var(&o.maxCachedFileSize, "max-cached-file-size", "largest file kept in memory; larger files stream (0: stream every file)")
 	fs.DurationVar(&o.revalidate, "revalidate", static.DefaultRevalidate, "how long a cached file is served before its size and mtime are checked again (0: every request)")
 	fs.BoolVar(&o.gateStreams, "gate-streams", true, "large-file streams hold a disk slot for their whole duration")
-	fs.StringVar(&o.gateScope, "gate-scope", "disk", "where the slot is taken: disk (before a disk read) or request (before the cache: the seed-000 bug, for demonstrations)")
+	fs.StringVar(&o.gateScope, "gate-scope", "disk", "where the slot is taken: disk (before a disk read) or request (before the cache: the request-scoped bug, for demonstrations)")
 	fs.BoolVar(&o.dotfiles, "dotfiles", false, "serve names starting with \".\" (hidden as 404 by default)")
 	return o
 }
