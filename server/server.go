@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +87,27 @@ type Config struct {
 	// Conn.Logger defaults to Logger.
 	Conn connlimit.Config
 
+	// TLSCertFile and TLSKeyFile, both set, serve the main listener over
+	// TLS (1.2 and up, Go's defaults) with ALPN h2 and http/1.1. The
+	// files are read at Listen (a bad pair is an ErrInvalidConfig) and
+	// again when they change, at most once a second on a handshake, so a
+	// renewed certificate is served without a restart; a changed pair that
+	// does not load keeps the previous one and is logged. Over-limit TLS
+	// connections are refused with a TLS alert (internal_error) unless
+	// Conn.BusyReply says otherwise. Empty means clear text.
+	TLSCertFile, TLSKeyFile string
+
+	// H2C also accepts cleartext HTTP/2 with prior knowledge on the main
+	// listener (sidecars, gRPC behind a TLS terminator), beside HTTP/1.1.
+	// False means HTTP/1.1 only in clear text.
+	H2C bool
+
+	// MaxConcurrentStreams bounds the streams one HTTP/2 connection may
+	// have open at once, so that one connection cannot take every slot
+	// of a gate. Zero means net/http's default (at least 100); negative is
+	// an error.
+	MaxConcurrentStreams int
+
 	// ShutdownTimeout bounds how long shutdown waits for admitted work.
 	// Zero means DefaultShutdownTimeout; negative means no wait:
 	// connections are closed at once.
@@ -112,6 +134,8 @@ type Config struct {
 // served by Serve.
 type Server struct {
 	main     *connlimit.Listener
+	serveOn  net.Listener // main, or a TLS listener over it
+	tls, h2c bool
 	admin    net.Listener // nil with NoAdmin
 	mainSrv  *http.Server
 	adminSrv *http.Server
@@ -180,6 +204,21 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 	}()
 
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, fmt.Errorf("%w: TLS needs both a certificate file and a key file", ErrInvalidConfig)
+	}
+	if cfg.MaxConcurrentStreams < 0 {
+		return nil, fmt.Errorf("%w: MaxConcurrentStreams %d is negative", ErrInvalidConfig, cfg.MaxConcurrentStreams)
+	}
+	var certs *certReloader
+	if cfg.TLSCertFile != "" {
+		if certs, err = newCertReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger); err != nil {
+			return nil, err
+		}
+		if cfg.Conn.BusyReply == nil {
+			cfg.Conn.BusyReply = tlsAlertInternalError
+		}
+	}
 	var lc net.ListenConfig
 	inner := cfg.Listener
 	if inner == nil {
@@ -209,6 +248,17 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	s.mainSrv = &http.Server{Handler: handler, ErrorLog: slogErrorLog(cfg.Logger)}
 	main.ConfigureServer(s.mainSrv)
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(certs != nil)
+	protocols.SetUnencryptedHTTP2(cfg.H2C)
+	s.mainSrv.Protocols = protocols
+	s.mainSrv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
+	s.serveOn, s.tls, s.h2c = main, certs != nil, cfg.H2C
+	if certs != nil {
+		s.mainSrv.TLSConfig = certs.tlsConfig(true)
+		s.serveOn = tls.NewListener(main, s.mainSrv.TLSConfig)
+	}
 
 	s.registry = prometheus.NewRegistry()
 	gm := cfg.GateMetrics
@@ -282,7 +332,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("server: Serve called twice")
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- s.mainSrv.Serve(s.main) }()
+	go func() { errc <- s.mainSrv.Serve(s.serveOn) }()
 	running := 1
 	if s.adminSrv != nil {
 		running++
@@ -293,7 +343,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		adminAddr = a.String()
 	}
 	s.log(slog.LevelInfo, "serving", slog.String("addr", s.Addr().String()), slog.String("admin_addr", adminAddr),
-		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)))
+		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)), slog.Bool("tls", s.tls), slog.Bool("h2c", s.h2c))
 
 	var serveErr error
 	select {

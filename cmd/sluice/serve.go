@@ -95,6 +95,7 @@ const (
 	maxShutdownTimeout = time.Hour
 	maxDrainDelay      = 10 * time.Minute
 	maxMaxConns        = 1 << 20
+	maxMaxStreams      = 1 << 16
 	defaultDrainDelay  = 5 * time.Second
 )
 
@@ -109,6 +110,9 @@ type serveOptions struct {
 	bodyTimeout       time.Duration
 	shutdownTimeout   time.Duration
 	drainDelay        time.Duration
+	tlsCert, tlsKey   string
+	h2c               bool
+	maxStreams        int
 	log               logOptions
 }
 
@@ -124,6 +128,10 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sendTimeout, "send-timeout", connlimit.DefaultSendTimeout, "close a connection whose client takes no bytes of a response for this long (renewed on every write)")
 	fs.DurationVar(&o.bodyTimeout, "body-timeout", connlimit.DefaultBodyTimeout, "close a connection whose declared request body does not progress for this long")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, wait this long for admitted work before cutting it (0: do not wait);\na second signal cuts it at once")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the main listener over TLS (1.2+, ALPN h2 and http/1.1) with this PEM certificate `file`;\nre-read when it changes (needs --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key `file` for --tls-cert; re-read when it changes")
+	fs.BoolVar(&o.h2c, "h2c", false, "also accept cleartext HTTP/2 with prior knowledge on the main listener (sidecars, gRPC behind a TLS terminator)")
+	fs.IntVar(&o.maxStreams, "max-concurrent-streams", 0, "most streams one HTTP/2 connection may have open at once, so one connection cannot take every slot\n(0: net/http's default, 100 or more)")
 	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "on SIGINT/SIGTERM, answer /healthz with 503 draining this long before the listener closes,\nso load balancers and readiness probes stop sending (0: close at once)")
 	o.log.register(fs)
 }
@@ -137,6 +145,12 @@ func (o *serveOptions) validate() error {
 	}
 	if o.addr == o.adminAddr && !strings.HasSuffix(o.addr, ":0") {
 		return fmt.Errorf("--addr and --admin-addr are both %q; the admin listener needs its own port", o.addr)
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if o.maxStreams < 0 || o.maxStreams > maxMaxStreams {
+		return fmt.Errorf("--max-concurrent-streams %d: want 0 (net/http's default) to %d", o.maxStreams, maxMaxStreams)
 	}
 	if o.maxConns < 0 || o.maxConns > maxMaxConns {
 		return fmt.Errorf("--max-conns %d: want 0 (derived from the file-descriptor limit) to %d", o.maxConns, maxMaxConns)
@@ -316,16 +330,20 @@ func runServe(ctx context.Context, e env, args []string) int {
 	}
 
 	srv, err := server.Listen(ctx, server.Config{
-		Addr:            o.addr,
-		AdminAddr:       o.adminAddr,
-		Handler:         handler,
-		Gates:           gates,
-		GateMetrics:     gm,
-		Collectors:      collectors,
-		Conn:            o.connConfig(),
-		ShutdownTimeout: o.serverShutdownTimeout(),
-		DrainDelay:      o.drainDelay,
-		Logger:          logger,
+		Addr:                 o.addr,
+		AdminAddr:            o.adminAddr,
+		Handler:              handler,
+		Gates:                gates,
+		GateMetrics:          gm,
+		Collectors:           collectors,
+		Conn:                 o.connConfig(),
+		ShutdownTimeout:      o.serverShutdownTimeout(),
+		DrainDelay:           o.drainDelay,
+		TLSCertFile:          o.tlsCert,
+		TLSKeyFile:           o.tlsKey,
+		H2C:                  o.h2c,
+		MaxConcurrentStreams: o.maxStreams,
+		Logger:               logger,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
