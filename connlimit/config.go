@@ -91,7 +91,10 @@ type Config struct {
 
 	// BusyReply is written to a connection refused because the limit is
 	// reached, before it is closed. Nil means HTTPBusyReply(1): an HTTP/1.1
-	// 503 with Retry-After: 1 and Connection: close. A non-nil empty slice
+	// 503 with Retry-After: 1 and Connection: close, or, to a client whose
+	// first bytes are the cleartext HTTP/2 preface (h2c with prior
+	// knowledge), an HTTP/2 GOAWAY (ENHANCE_YOUR_CALM, the same JSON as
+	// debug data). A non-nil empty slice
 	// means close without writing (for protocols other than cleartext
 	// HTTP/1.x, TLS included). The slice is copied by New.
 	BusyReply []byte
@@ -172,6 +175,25 @@ func HTTPBusyReply(retryAfterSeconds int) []byte {
 		"\r\n" + body)
 }
 
+// http2Preface is what a cleartext HTTP/2 client with prior knowledge
+// sends first (RFC 9113 section 3.4).
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// http2BusyReply is the default busy reply for such a client: an empty
+// SETTINGS frame (the server preface) and a GOAWAY with last stream 0,
+// error ENHANCE_YOUR_CALM and the contract's JSON as debug data, so the
+// client reports the refusal ("server sent GOAWAY ... ENHANCE_YOUR_CALM,
+// debug=...max_conns...") instead of a protocol error.
+var http2BusyReply = func() []byte {
+	debug := []byte(`{"error":"BUSY","gate":"connections","reason":"max_conns"}`)
+	settings := []byte{0, 0, 0, 0x4, 0, 0, 0, 0, 0}
+	n := 8 + len(debug)
+	goaway := []byte{byte(n >> 16), byte(n >> 8), byte(n), 0x7, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, // last stream ID 0: nothing was processed
+		0, 0, 0, 0xb} // ENHANCE_YOUR_CALM
+	return append(append(settings, goaway...), debug...)
+}()
+
 // Validate reports what New would reject, without a listener: an error
 // wrapping ErrInvalidConfig or ErrNoHeadroom, or nil. With MaxConns zero
 // it reads the process's file-descriptor limit. Useful to check flags
@@ -185,6 +207,7 @@ func (cfg Config) Validate() error {
 type resolved struct {
 	maxConns          int
 	busyReply         []byte
+	httpBusyReply     bool // busyReply is the default HTTP one
 	busyWriteTimeout  time.Duration
 	refuseLinger      time.Duration
 	maxRefusing       int
@@ -246,7 +269,7 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 		r.bodyTimeout = DefaultBodyTimeout
 	}
 	if cfg.BusyReply == nil {
-		r.busyReply = HTTPBusyReply(1)
+		r.busyReply, r.httpBusyReply = HTTPBusyReply(1), true
 	} else {
 		r.busyReply = append([]byte{}, cfg.BusyReply...)
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // bigFile writes a file of size bytes and returns its path.
@@ -320,5 +322,52 @@ func TestNegativeTimeoutsLeaveTheHandlerAlone(t *testing.T) {
 	l.ConfigureServer(srv)
 	if srv.Handler != http.Handler(h) {
 		t.Errorf("handler wrapped although both timeouts are off")
+	}
+}
+
+// An over-limit client that speaks cleartext HTTP/2 with prior knowledge
+// gets a GOAWAY it can report, naming the refusal, rather than an
+// HTTP/1.1 503 that it would read as a protocol error.
+func TestOverLimitH2CClientGetsGoAway(t *testing.T) {
+	l, err := Listen(t.Context(), "tcp", "127.0.0.1:0", Config{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })}
+	l.ConfigureServer(srv)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	hold := dial(t, l.Addr())
+	hold.mustGet("/")
+
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	_ = fr.WriteSettings()
+	var goaway *http2.GoAwayFrame
+	for goaway == nil {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the refusal: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = g
+		}
+	}
+	if goaway.ErrCode != http2.ErrCodeEnhanceYourCalm || goaway.LastStreamID != 0 || !strings.Contains(string(goaway.DebugData()), `"reason":"max_conns"`) {
+		t.Errorf("GOAWAY %v last stream %d debug %q; want ENHANCE_YOUR_CALM, 0 and the busy JSON", goaway.ErrCode, goaway.LastStreamID, goaway.DebugData())
+	}
+	if n := l.Stats().Rejected[ReasonMaxConns]; n != 1 {
+		t.Errorf("rejected %d, want 1", n)
 	}
 }
