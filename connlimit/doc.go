@@ -73,9 +73,12 @@
 // sends a reset that can destroy the reply before the client reads it.
 // When MaxRefusing refusals are already in progress, the reply is written
 // at once on the accept path and the connection closed; the client may
-// then see a reset, which is still a fast failure. The server never reads
-// or parses the request. For TLS or non-HTTP protocols set BusyReply to
-// an empty slice: the connection is just closed.
+// then see a reset, which is still a fast failure. The server never
+// parses the request; it only recognises the cleartext HTTP/2 preface (h2c
+// with prior knowledge), which gets an HTTP/2 GOAWAY (ENHANCE_YOUR_CALM,
+// the same JSON as debug data) instead of HTTP/1.1 bytes it could not
+// read. For TLS set BusyReply to a TLS alert (package server does); for
+// non-HTTP protocols to an empty slice: the connection is just closed.
 //
 // # The default limit
 //
