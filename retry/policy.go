@@ -223,16 +223,16 @@ type Stop uint8
 
 // The reasons Do stops.
 const (
-	StopFinal             Stop = iota // the last attempt's answer is final (success, or not retryable)
-	StopNotSafe                       // retryable, but the request may not be repeated
-	StopAttempts                      // MaxAttempts reached
-	StopNoRetry                       // the upstream said do not retry
-	StopBudget                        // the retry budget is spent
-	StopRetryAfter                    // Retry-After not covered by the deadline (or above MaxRetryAfter)
-	StopDeadline                      // no time left for another attempt
-	StopThrottled                     // adaptive throttling refused the next attempt
-	StopBreaker                       // the breaker refused the next attempt
-	StopCanceled                      // the caller's context ended
+	StopFinal      Stop = iota // the last attempt's answer is final (success, or not retryable)
+	StopNotSafe                // retryable, but the request may not be repeated
+	StopAttempts               // MaxAttempts reached
+	StopNoRetry                // the upstream said do not retry
+	StopBudget                 // the retry budget is spent
+	StopRetryAfter             // Retry-After not covered by the deadline (or above MaxRetryAfter)
+	StopDeadline               // no time left for another attempt
+	StopThrottled              // adaptive throttling refused the next attempt
+	StopBreaker                // the breaker refused the next attempt
+	StopCanceled               // the caller's context ended
 )
 
 // GaveUp reports whether Do stopped on a failed attempt it would
