@@ -165,3 +165,16 @@ func (p *Policy) classify(ctx context.Context, resp *http.Response, err error) O
 		return Outcome{Accepted: true, Breaker: breaker.Success}
 	}
 }
+
+// CloseIdleConnections closes the idle connections of Next (or of
+// http.DefaultTransport), so http.Client.CloseIdleConnections works
+// through a Transport.
+func (t *Transport) CloseIdleConnections() {
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if c, ok := next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
