@@ -209,6 +209,10 @@ type Outcome struct {
 	Retryable bool
 	// NoRetry: the upstream said "overloaded, do not retry".
 	NoRetry bool
+	// NotProcessed: the upstream refused before doing any of the work (an
+	// admission refusal), so repeating the request is safe even when it is
+	// not idempotent.
+	NotProcessed bool
 	// RetryAfter is the upstream's wait hint, if HasRetryAfter.
 	RetryAfter    time.Duration
 	HasRetryAfter bool
@@ -323,7 +327,7 @@ func (p *Policy) decide(ctx context.Context, n int, safe bool, o Outcome) (Stop,
 		p.emit(EventNoRetrySignal)
 		return StopNoRetry, 0
 	}
-	if !safe {
+	if !safe && !o.NotProcessed {
 		return StopNotSafe, 0
 	}
 	if n >= p.maxAttempts {
