@@ -65,9 +65,10 @@ func orDefault[T comparable](v, def T) T {
 }
 
 // Request counts one original request (not a retry).
-func (b *Budget) Request() {
+func (b *Budget) Request() { b.requestAt(b.now()) }
+
+func (b *Budget) requestAt(now time.Time) {
 	w := b.w
-	now := b.now()
 	w.mu.Lock()
 	w.roll(now)
 	w.b[w.cur].a++
@@ -77,9 +78,10 @@ func (b *Budget) Request() {
 
 // TryRetry takes one retry from the budget and reports whether it could:
 // retries in the window stay at most Ratio × requests + the floor.
-func (b *Budget) TryRetry() bool {
+func (b *Budget) TryRetry() bool { return b.tryRetryAt(b.now()) }
+
+func (b *Budget) tryRetryAt(now time.Time) bool {
 	w := b.w
-	now := b.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.roll(now)

@@ -62,9 +62,10 @@ func NewThrottle(cfg ThrottleConfig) (*Throttle, error) {
 // Allow counts one request and reports whether to send it (true) or refuse
 // it locally (false). Record the upstream's answer to a sent request with
 // Accepted.
-func (t *Throttle) Allow() bool {
+func (t *Throttle) Allow() bool { return t.allowAt(t.now()) }
+
+func (t *Throttle) allowAt(now time.Time) bool {
 	w := t.w
-	now := t.now()
 	w.mu.Lock()
 	w.roll(now)
 	req, acc := float64(w.sum.a), float64(w.sum.b)
@@ -77,9 +78,10 @@ func (t *Throttle) Allow() bool {
 
 // Accepted counts one request the upstream accepted (answered without
 // refusing for overload).
-func (t *Throttle) Accepted() {
+func (t *Throttle) Accepted() { t.acceptedAt(t.now()) }
+
+func (t *Throttle) acceptedAt(now time.Time) {
 	w := t.w
-	now := t.now()
 	w.mu.Lock()
 	w.roll(now)
 	w.b[w.cur].b++

@@ -106,8 +106,10 @@ func (p *Policy) attemptRequest(req *http.Request, n int, to Timeout) (*http.Req
 	if !setTimeout && !replay {
 		return req, nil
 	}
-	r := new(http.Request)
-	*r = *req
+	// One allocation for the copy and the header's value slice.
+	a := new(attemptReq)
+	a.r = *req
+	r := &a.r
 	if replay {
 		body, err := req.GetBody()
 		if err != nil {
@@ -120,10 +122,16 @@ func (p *Policy) attemptRequest(req *http.Request, n int, to Timeout) (*http.Req
 		for k, v := range req.Header {
 			h[k] = v
 		}
-		h[p.deadlineHeader] = []string{FormatTimeout(to.Left)}
+		a.v[0] = FormatTimeout(to.Left)
+		h[p.deadlineHeader] = a.v[:]
 		r.Header = h
 	}
 	return r, nil
+}
+
+type attemptReq struct {
+	r http.Request
+	v [1]string
 }
 
 func retryableStatus(code int) bool {
