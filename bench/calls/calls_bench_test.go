@@ -9,7 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,4 +120,67 @@ func BenchmarkBreaker(b *testing.B) {
 	})
 }
 
-var _ = strings.NewReader
+// BenchmarkPaired measures the transport's overhead robustly on a shared
+// machine: each iteration times a block of calls through the bare client
+// and then the same block through the wrapped client, back to back, and
+// the reported overhead-ns/call is the median of the per-block
+// differences (so load that comes and goes hits both halves of a pair).
+// extra-allocs/call is the difference of testing.AllocsPerRun.
+func BenchmarkPaired(b *testing.B) {
+	br, _ := breaker.New(breaker.Config{Name: "up"})
+	full := policy(b, retry.Config{Name: "up", Breaker: br})
+	plain := policy(b, retry.Config{Name: "up"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	noDeadline, _ := http.NewRequest(http.MethodGet, "http://upstream/x", nil)
+	withDeadline, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://upstream/x", nil)
+	bare := &http.Client{Transport: stub{}}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	defer tr.CloseIdleConnections()
+	lbNoDeadline, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	lbDeadline, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+
+	for _, tc := range []struct {
+		name          string
+		bare, wrapped *http.Client
+		req           *http.Request
+		block         int
+	}{
+		{"stub/sluice", bare, &http.Client{Transport: &retry.Transport{Policy: plain, Next: stub{}}}, noDeadline, 256},
+		{"stub/sluice+breaker", bare, &http.Client{Transport: &retry.Transport{Policy: full, Next: stub{}}}, noDeadline, 256},
+		{"stub/sluice+breaker-deadline", bare, &http.Client{Transport: &retry.Transport{Policy: full, Next: stub{}}}, withDeadline, 256},
+		{"loopback/sluice+breaker", &http.Client{Transport: tr}, &http.Client{Transport: &retry.Transport{Policy: full, Next: tr}}, lbNoDeadline, 16},
+		{"loopback/sluice+breaker-deadline", &http.Client{Transport: tr}, &http.Client{Transport: &retry.Transport{Policy: full, Next: tr}}, lbDeadline, 16},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			call := func(c *http.Client) {
+				resp, err := c.Do(tc.req)
+				if err != nil || resp.StatusCode != 200 {
+					b.Fatalf("%v %v", resp, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			var diffs []float64
+			for b.Loop() {
+				t0 := time.Now()
+				for range tc.block {
+					call(tc.bare)
+				}
+				t1 := time.Now()
+				for range tc.block {
+					call(tc.wrapped)
+				}
+				t2 := time.Now()
+				diffs = append(diffs, float64(t2.Sub(t1)-t1.Sub(t0))/float64(tc.block))
+			}
+			slices.Sort(diffs)
+			b.ReportMetric(diffs[len(diffs)/2], "overhead-ns/call")
+			extra := testing.AllocsPerRun(200, func() { call(tc.wrapped) }) - testing.AllocsPerRun(200, func() { call(tc.bare) })
+			b.ReportMetric(extra, "extra-allocs/call")
+		})
+	}
+}
