@@ -184,3 +184,38 @@ func BenchmarkPaired(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBreakerPaired times blocks of sluice's breaker and gobreaker
+// back to back and reports the median per-call difference (sluice minus
+// gobreaker) and both medians, for a shared machine.
+func BenchmarkBreakerPaired(b *testing.B) {
+	sb, _ := breaker.New(breaker.Config{Name: "up", SlowCall: time.Second})
+	gb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{Name: "up", Interval: 10 * time.Second, BucketPeriod: time.Second})
+	const block = 512
+	var diffs, sl, gl []float64
+	for b.Loop() {
+		t0 := time.Now()
+		for range block {
+			c, err := sb.Allow()
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Done(breaker.Success)
+		}
+		t1 := time.Now()
+		for range block {
+			done, err := gb.Allow()
+			if err != nil {
+				b.Fatal(err)
+			}
+			done(nil)
+		}
+		t2 := time.Now()
+		s, g := float64(t1.Sub(t0))/block, float64(t2.Sub(t1))/block
+		sl, gl, diffs = append(sl, s), append(gl, g), append(diffs, s-g)
+	}
+	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	b.ReportMetric(med(sl), "sluice-ns/call")
+	b.ReportMetric(med(gl), "gobreaker-ns/call")
+	b.ReportMetric(med(diffs), "diff-ns/call")
+}
