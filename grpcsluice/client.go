@@ -34,13 +34,15 @@ type Client struct {
 	cfg ClientConfig
 }
 
-// NewClient returns the client interceptors for cfg. It panics if
-// cfg.Policy is nil, a programming error.
-func NewClient(cfg ClientConfig) *Client {
+// ErrNoPolicy is returned by NewClient when ClientConfig.Policy is nil.
+var ErrNoPolicy = errors.New("grpcsluice: ClientConfig.Policy is nil")
+
+// NewClient returns the client interceptors for cfg, or ErrNoPolicy.
+func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Policy == nil {
-		panic("grpcsluice: ClientConfig.Policy is nil")
+		return nil, ErrNoPolicy
 	}
-	return &Client{cfg: cfg}
+	return &Client{cfg: cfg}, nil
 }
 
 // GaveUpError is what a client interceptor returns when it stopped

@@ -19,7 +19,7 @@
 // Client:
 //
 //	p, _ := retry.New(retry.Config{Name: "users", Breaker: b})
-//	c := grpcsluice.NewClient(grpcsluice.ClientConfig{Policy: p})
+//	c, _ := grpcsluice.NewClient(grpcsluice.ClientConfig{Policy: p})
 //	cc, _ := grpc.NewClient(target, creds,
 //		grpc.WithUnaryInterceptor(c.UnaryClientInterceptor()),
 //		grpc.WithStreamInterceptor(c.StreamClientInterceptor()))

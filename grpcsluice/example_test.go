@@ -38,7 +38,7 @@ func Example() {
 	defer srv.Stop()
 
 	p, _ := retry.New(retry.Config{Name: "example"})
-	c := grpcsluice.NewClient(grpcsluice.ClientConfig{Policy: p})
+	c, _ := grpcsluice.NewClient(grpcsluice.ClientConfig{Policy: p})
 	cc, _ := grpc.NewClient("passthrough:///"+lis.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(c.UnaryClientInterceptor()))

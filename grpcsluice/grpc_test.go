@@ -229,7 +229,7 @@ func TestClientHonorsPushback(t *testing.T) {
 	addr := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{a}, Bypass: noBypass}))
 	var waits []time.Duration
 	p := clientPolicy(t, retry.Config{MaxAttempts: 3}, &waits)
-	cl := NewClient(ClientConfig{Policy: p})
+	cl := mustClient(t, ClientConfig{Policy: p})
 	c := dial(t, addr, grpc.WithUnaryInterceptor(cl.UnaryClientInterceptor()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -261,7 +261,7 @@ func TestClientDeadlinePropagated(t *testing.T) {
 	addr := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{a}, Bypass: noBypass}))
 	var waits []time.Duration
 	p := clientPolicy(t, retry.Config{DeadlineMargin: 300 * time.Millisecond}, &waits)
-	c := dial(t, addr, grpc.WithUnaryInterceptor(NewClient(ClientConfig{Policy: p}).UnaryClientInterceptor()))
+	c := dial(t, addr, grpc.WithUnaryInterceptor(mustClient(t, ClientConfig{Policy: p}).UnaryClientInterceptor()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
@@ -288,7 +288,7 @@ func TestClientBreakerAndNoRetry(t *testing.T) {
 	b, _ := breaker.New(breaker.Config{Name: "health", MinCalls: 3, OpenFor: time.Minute})
 	var waits []time.Duration
 	p := clientPolicy(t, retry.Config{Breaker: b, NoThrottle: true}, &waits)
-	c := dial(t, addr, grpc.WithUnaryInterceptor(NewClient(ClientConfig{Policy: p}).UnaryClientInterceptor()))
+	c := dial(t, addr, grpc.WithUnaryInterceptor(mustClient(t, ClientConfig{Policy: p}).UnaryClientInterceptor()))
 	for range 3 {
 		if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
 			t.Fatalf("err %v, want UNAVAILABLE", err)
@@ -314,7 +314,7 @@ func TestClientBreakerAndNoRetry(t *testing.T) {
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	p2 := clientPolicy(t, retry.Config{MaxAttempts: 4, NoThrottle: true}, &waits)
-	c2 := dial(t, lis.Addr().String(), grpc.WithUnaryInterceptor(NewClient(ClientConfig{Policy: p2, Idempotent: func(string) bool { return true }}).UnaryClientInterceptor()))
+	c2 := dial(t, lis.Addr().String(), grpc.WithUnaryInterceptor(mustClient(t, ClientConfig{Policy: p2, Idempotent: func(string) bool { return true }}).UnaryClientInterceptor()))
 	if _, err := c2.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable || nr.calls.Load() != 1 {
 		t.Fatalf("err %v after %d attempts: want 1 attempt under the no-retry trailer", err, nr.calls.Load())
 	}
@@ -330,7 +330,7 @@ func TestGaveUpMarksRelay(t *testing.T) {
 	bottomAddr := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{bottom}, Bypass: noBypass}))
 	var waits []time.Duration
 	mk := func() *Client {
-		return NewClient(ClientConfig{Policy: clientPolicy(t, retry.Config{MaxAttempts: 4, NoThrottle: true}, &waits),
+		return mustClient(t, ClientConfig{Policy: clientPolicy(t, retry.Config{MaxAttempts: 4, NoThrottle: true}, &waits),
 			Idempotent: func(string) bool { return true }})
 	}
 	down := dial(t, bottomAddr, grpc.WithUnaryInterceptor(mk().UnaryClientInterceptor()))
@@ -369,7 +369,7 @@ func TestStreamClient(t *testing.T) {
 	addr := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{a}, Bypass: noBypass}))
 	var waits []time.Duration
 	p := clientPolicy(t, retry.Config{DeadlineMargin: 500 * time.Millisecond}, &waits)
-	c := dial(t, addr, grpc.WithStreamInterceptor(NewClient(ClientConfig{Policy: p}).StreamClientInterceptor()))
+	c := dial(t, addr, grpc.WithStreamInterceptor(mustClient(t, ClientConfig{Policy: p}).StreamClientInterceptor()))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
@@ -390,5 +390,20 @@ func TestStreamClient(t *testing.T) {
 	}
 	if p.Stats()[retry.EventAttempt] != 1 {
 		t.Fatal("stream open not counted as an attempt")
+	}
+}
+
+func mustClient(t *testing.T, cfg ClientConfig) *Client {
+	t.Helper()
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestNewClientNeedsPolicy(t *testing.T) {
+	if _, err := NewClient(ClientConfig{}); !errors.Is(err, ErrNoPolicy) {
+		t.Fatalf("err = %v, want ErrNoPolicy", err)
 	}
 }
