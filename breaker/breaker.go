@@ -254,17 +254,13 @@ func (b *Breaker) AllowAt(now time.Time) (Call, error) {
 // refusal builds the breaker's refusal: the admit refusal itself, so HTTP
 // and gRPC edges map it like any gate's refusal.
 func (b *Breaker) refusal(retryAfter time.Duration) error {
-	return &admit.RejectedError{
-		Gate:       b.name,
-		Reason:     admit.ReasonBreakerOpen,
-		RetryAfter: max(retryAfter, time.Millisecond),
-	}
+	return admit.NewRejectedError(b.name, "", admit.ReasonBreakerOpen, 0, 0, max(retryAfter, time.Millisecond))
 }
 
 // IsOpen reports whether err is (or wraps) a breaker's refusal.
 func IsOpen(err error) bool {
 	var re *admit.RejectedError
-	return errors.As(err, &re) && re.Reason == admit.ReasonBreakerOpen
+	return errors.As(err, &re) && re.Reason() == admit.ReasonBreakerOpen
 }
 
 // Done records the call's result. Calls begun before the last state change

@@ -59,11 +59,11 @@ func TestTransitions(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		_, err := b.Allow()
 		var re *admit.RejectedError
-		if !errors.As(err, &re) || re.Reason != admit.ReasonBreakerOpen || re.Gate != "users" {
+		if !errors.As(err, &re) || re.Reason() != admit.ReasonBreakerOpen || re.Gate() != "users" {
 			t.Fatalf("open Allow err = %v, want RejectedError breaker_open gate users", err)
 		}
-		if re.RetryAfter != 1500*time.Millisecond {
-			t.Fatalf("RetryAfter = %v, want 1.5s (open time left)", re.RetryAfter)
+		if re.RetryAfter() != 1500*time.Millisecond {
+			t.Fatalf("RetryAfter = %v, want 1.5s (open time left)", re.RetryAfter())
 		}
 		if !errors.Is(err, admit.ErrRejected) || !IsOpen(err) {
 			t.Fatalf("refusal %v does not match admit.ErrRejected / IsOpen", err)

@@ -21,7 +21,7 @@ func Example() {
 	_, err := b.Allow()
 	var re *admit.RejectedError
 	if errors.As(err, &re) {
-		fmt.Println(b.State(), re.Reason, re.Gate, re.RetryAfterSeconds() > 0)
+		fmt.Println(b.State(), re.Reason(), re.Gate(), re.RetryAfterSeconds() > 0)
 	}
 	// Output: open breaker_open users-api true
 }

@@ -21,7 +21,7 @@ import (
 // and a client whose calls go through a retry policy.
 func Example() {
 	work, _ := admit.New(admit.Config{Name: "work", Capacity: 1})
-	held, _ := work.TryAcquire(0) // the server is busy: its only slot is taken
+	held, _ := work.TryAcquire() // the server is busy: its only slot is taken
 	defer held.Done(admit.OutcomeOK)
 
 	s := grpcsluice.NewServer(grpcsluice.ServerConfig{

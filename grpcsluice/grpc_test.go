@@ -96,7 +96,7 @@ func TestServerRefusalMapping(t *testing.T) {
 	} {
 		t.Run(tc.reason.String(), func(t *testing.T) {
 			a := &scripted{refuse: func(int64) error {
-				return &admit.RejectedError{Gate: "db", Reason: tc.reason, RetryAfter: 1500 * time.Millisecond}
+				return admit.NewRejectedError("db", "", tc.reason, 0, 0, 1500*time.Millisecond)
 			}}
 			c := dial(t, startServer(t, NewServer(ServerConfig{Admitters: []Admitter{a}, Bypass: noBypass})))
 			var tr metadata.MD
@@ -186,7 +186,7 @@ func TestServerDeadlineAware(t *testing.T) {
 	}
 
 	g, _ := admit.New(admit.Config{Name: "q", Capacity: 1, MaxWaiters: 4})
-	held, _ := g.TryAcquire(0)
+	held, _ := g.TryAcquire()
 	defer held.Done(admit.OutcomeOK)
 	c = dial(t, startServer(t, NewServer(ServerConfig{Admitters: []Admitter{GateAdmitter{Gate: g, Wait: true}}, Bypass: noBypass})))
 	ctx, cancel = context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -222,7 +222,7 @@ func clientPolicy(t *testing.T, cfg retry.Config, waits *[]time.Duration) *retry
 func TestClientHonorsPushback(t *testing.T) {
 	a := &scripted{refuse: func(n int64) error {
 		if n <= 2 {
-			return &admit.RejectedError{Gate: "g", Reason: admit.ReasonFull, RetryAfter: 300 * time.Millisecond}
+			return admit.NewRejectedError("g", "", admit.ReasonFull, 0, 0, 300*time.Millisecond)
 		}
 		return nil
 	}}
@@ -325,7 +325,7 @@ func TestClientBreakerAndNoRetry(t *testing.T) {
 // does not retry: only one layer retries.
 func TestGaveUpMarksRelay(t *testing.T) {
 	bottom := &scripted{refuse: func(int64) error {
-		return &admit.RejectedError{Gate: "g", Reason: admit.ReasonFull, RetryAfter: time.Millisecond}
+		return admit.NewRejectedError("g", "", admit.ReasonFull, 0, 0, time.Millisecond)
 	}}
 	bottomAddr := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{bottom}, Bypass: noBypass}))
 	var waits []time.Duration

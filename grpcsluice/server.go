@@ -72,9 +72,9 @@ func (g GateAdmitter) Admit(ctx context.Context, fullMethod string) (func(error)
 		err error
 	)
 	if g.Wait {
-		p, err = g.Gate.Acquire(ctx, k)
+		p, err = g.Gate.AcquireFor(ctx, admit.Request{Kind: k})
 	} else {
-		p, err = g.Gate.TryAcquire(k)
+		p, err = g.Gate.TryAcquireFor(admit.Request{Kind: k})
 	}
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (s *Server) admit(ctx context.Context, method string) (func(error), metadat
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		if left := time.Until(dl); left <= 0 || left < s.cfg.MinDeadline {
-			re := &admit.RejectedError{Gate: "deadline", Reason: admit.ReasonDeadline, RetryAfter: time.Second}
+			re := admit.NewRejectedError("deadline", "", admit.ReasonDeadline, 0, 0, time.Second)
 			return nil, nil, s.refuse(ctx, method, re)
 		}
 	}
@@ -173,7 +173,7 @@ func Code(err error) codes.Code {
 	if !errors.As(err, &re) {
 		return codes.Unavailable
 	}
-	switch re.Reason {
+	switch re.Reason() {
 	case admit.ReasonRate:
 		return codes.ResourceExhausted
 	case admit.ReasonDeadline:
@@ -191,9 +191,9 @@ func trailerFor(err error) metadata.MD {
 	if !errors.As(err, &re) {
 		return nil
 	}
-	md := metadata.MD{ReasonTrailer: {re.Reason.String()}, GateTrailer: {re.Gate}}
+	md := metadata.MD{ReasonTrailer: {re.Reason().String()}, GateTrailer: {re.Gate()}}
 	if c := Code(err); c == codes.Unavailable || c == codes.ResourceExhausted {
-		ms := max(re.RetryAfter.Milliseconds(), 1)
+		ms := max(re.RetryAfter().Milliseconds(), 1)
 		md[PushbackTrailer] = []string{strconv.FormatInt(ms, 10)}
 	}
 	return md

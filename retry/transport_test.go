@@ -269,7 +269,7 @@ func TestBreakerInTransport(t *testing.T) {
 	}
 	_, err := get(t, c, context.Background(), s.URL)
 	var re *admit.RejectedError
-	if !errors.As(err, &re) || re.Reason != admit.ReasonBreakerOpen || re.RetryAfter <= 50*time.Second {
+	if !errors.As(err, &re) || re.Reason() != admit.ReasonBreakerOpen || re.RetryAfter() <= 50*time.Second {
 		t.Fatalf("err = %v, want breaker_open refusal with ~1m RetryAfter", err)
 	}
 	if up.n.Load() != 5 || p.Stats()[EventBreakerOpen] != 1 {
