@@ -52,13 +52,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp *http.Response
 		err  error
 	)
-	stop, perr := p.Do(ctx, safe, func(n int, to Timeout) Outcome {
+	n := 0 // attempts made
+	stop, perr := p.Do(ctx, safe, func(attempt int, to Timeout) Outcome {
+		n = attempt
 		if resp != nil { // a retry: the previous answer is discarded
 			io.CopyN(io.Discard, resp.Body, drainLimit)
 			resp.Body.Close()
 			resp = nil
 		}
-		areq, berr := p.attemptRequest(req, n, to)
+		areq, berr := p.attemptRequest(req, attempt, to)
 		if berr != nil {
 			err = berr
 			return Outcome{Accepted: true, Breaker: breaker.Ignored}
@@ -69,6 +71,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if perr != nil {
 		if resp != nil {
 			resp.Body.Close()
+		} else if req.Body != nil && n == 0 {
+			// No attempt was made: the RoundTripper contract still says the
+			// request body is closed.
+			req.Body.Close()
 		}
 		return nil, perr
 	}

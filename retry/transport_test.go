@@ -305,3 +305,28 @@ func TestCanceledDuringWait(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
+
+type trackedBody struct {
+	io.Reader
+	closed bool
+}
+
+func (b *trackedBody) Close() error { b.closed = true; return nil }
+
+// TestBodyClosedWithoutAttempt: a request refused before any attempt still
+// has its body closed, as the RoundTripper contract requires.
+func TestBodyClosedWithoutAttempt(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) {}}
+	s := serve(t, up)
+	c, _ := client(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	body := &trackedBody{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, s.URL, body)
+	if _, err := c.Transport.RoundTrip(req); !errors.Is(err, ErrDeadline) { // not via http.Client, which closes bodies itself
+		t.Fatalf("err = %v, want ErrDeadline", err)
+	}
+	if !body.closed || up.n.Load() != 0 {
+		t.Fatalf("body closed %v, upstream saw %d", body.closed, up.n.Load())
+	}
+}
