@@ -85,9 +85,11 @@ type Config struct {
 	// Logger receives a Debug event when a request is given up. Nil is
 	// silent.
 	Logger *slog.Logger
-	// Now and Rand are the clock and the jitter source; nil means time.Now
-	// (which testing/synctest fakes) and math/rand/v2. Sleep waits d or
-	// until ctx ends; nil means a timer.
+	// Now and Rand are the clock and the jitter source (a uniform draw in
+	// [0, 1)), shared with the default Budget and Throttle; nil means
+	// time.Now (which testing/synctest fakes) and math/rand/v2. Both must
+	// be safe for concurrent use. Sleep waits d or until ctx ends; nil
+	// means a timer.
 	Now   func() time.Time
 	Rand  func() float64
 	Sleep func(ctx context.Context, d time.Duration) error

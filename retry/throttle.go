@@ -22,7 +22,8 @@ type ThrottleConfig struct {
 	Window time.Duration
 	// Now is the clock; nil means time.Now (which testing/synctest fakes).
 	Now func() time.Time
-	// Rand returns a uniform number in [0, 1); nil means math/rand/v2.
+	// Rand returns a uniform number in [0, 1) and must be safe for
+	// concurrent use; nil means math/rand/v2.
 	Rand func() float64
 }
 

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"math"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/httpgate"
 )
 
@@ -207,4 +209,40 @@ func FuzzFormatTimeout(f *testing.F) {
 			t.Fatalf("FormatTimeout(%v) = %q parses to %v", d, s, got)
 		}
 	})
+}
+
+type recordingObserver struct {
+	mu     sync.Mutex
+	counts map[string][NumEvents]uint64
+}
+
+func (o *recordingObserver) ObserveRetry(policy string, e Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.counts[policy]
+	c[e]++
+	o.counts[policy] = c
+}
+
+// TestObserverSeesEveryEvent: the Observer receives exactly the events
+// Stats counts, under the policy's name.
+func TestObserverSeesEveryEvent(t *testing.T) {
+	obs := &recordingObserver{counts: map[string][NumEvents]uint64{}}
+	p, err := New(Config{Name: "users", MaxAttempts: 3, Observer: obs, NoThrottle: true,
+		Sleep: func(ctx context.Context, d time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		p.Do(context.Background(), true, func(n int, to Timeout) Outcome {
+			return Outcome{Retryable: true, Breaker: breaker.Failure, HasRetryAfter: n == 1, RetryAfter: time.Hour}
+		})
+	}
+	st := p.Stats()
+	if st[EventAttempt] == 0 || st[EventRetryAfterRefused] != 3 {
+		t.Fatalf("stats %v", st)
+	}
+	if got := obs.counts["users"]; got != st {
+		t.Fatalf("observer saw %v, stats say %v", got, st)
+	}
 }
