@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/sluicehq/sluice v0.0.0
+	github.com/sony/gobreaker/v2 v2.4.0
 	golang.org/x/sync v0.25.0
 )
 
@@ -23,7 +24,6 @@ require (
 	github.com/prometheus/common v0.74.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/tsenart/go-tsz v0.0.0-20180814235614-0bd30b3df1c3 // indirect
 	github.com/tsenart/vegeta/v12 v12.13.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
