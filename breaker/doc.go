@@ -54,8 +54,13 @@
 // RetryAfter without re-deriving it from OnStateChange callbacks; and its
 // half-open state has no way to hand back the slot of a probe that ended
 // without a verdict, so a canceled probe keeps the breaker half-open and
-// refusing. The state machine is small (one mutex, one ring of buckets), so
-// it is written here.
+// refusing. TestGobreakerShortfall in the bench module runs both on the
+// same traffic (30 % fast failures, 30 % slow successes, thresholds 50 %
+// failures or 80 % slow): this breaker stays closed, gobreaker with slow
+// calls folded into failures opens, and its refusal carries no wait. The
+// state machine is small (one mutex, one ring of buckets), so it is
+// written here; per call it costs the same as gobreaker's (139 vs 157 ns,
+// paired, 0 allocations vs 1; docs/bench/calls.md).
 //
 // # Concurrency
 //
