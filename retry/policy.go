@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -145,6 +146,9 @@ func New(cfg Config) (*Policy, error) {
 	if p.deadlineHeader == "-" {
 		p.deadlineHeader = ""
 	}
+	// Header maps are looked up and written by canonical key.
+	p.deadlineHeader = http.CanonicalHeaderKey(p.deadlineHeader)
+	p.idemKey = http.CanonicalHeaderKey(p.idemKey)
 	if p.now == nil {
 		p.now = time.Now
 	}

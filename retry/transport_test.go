@@ -129,6 +129,20 @@ func TestNonIdempotentNotRetried(t *testing.T) {
 		}
 	}
 
+	// The key header's name is matched canonically.
+	c2, _ := client(t, Config{MaxAttempts: 3, IdempotencyKeyHeader: "x-request-id"})
+	up.n.Store(0)
+	req, _ = http.NewRequest(http.MethodPost, s.URL, strings.NewReader("order-42"))
+	req.Header.Set("X-Request-Id", "r-1")
+	resp, err = c2.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if up.n.Load() != 3 {
+		t.Fatalf("POST with a custom key header: %d attempts, want 3", up.n.Load())
+	}
+
 	// A body that cannot be replayed is not retried either.
 	up.n.Store(0)
 	req, _ = http.NewRequest(http.MethodPut, s.URL, io.NopCloser(strings.NewReader("order-42")))
