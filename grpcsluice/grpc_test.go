@@ -407,3 +407,34 @@ func TestNewClientNeedsPolicy(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoPolicy", err)
 	}
 }
+
+// TestAdmittersReleasedOnLaterRefusal: with several admitters, a refusal by
+// a later one releases the slots the earlier ones gave; an admitted call
+// releases all of them when it ends.
+func TestAdmittersReleasedOnLaterRefusal(t *testing.T) {
+	g, _ := admit.New(admit.Config{Name: "first", Capacity: 4})
+	refuse := atomic.Bool{}
+	second := &scripted{refuse: func(int64) error {
+		if refuse.Load() {
+			return admit.NewRejectedError("quota", "", admit.ReasonRate, 0, 0, 2*time.Second)
+		}
+		return nil
+	}}
+	c := dial(t, startServer(t, NewServer(ServerConfig{Admitters: []Admitter{GateAdmitter{Gate: g}, second}, Bypass: noBypass})))
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	for range 10 {
+		_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("err %v, want RESOURCE_EXHAUSTED from the second admitter", err)
+		}
+	}
+	if g.InUse() != 0 || second.running.Load() != 0 {
+		t.Fatalf("slots left held: gate %d, second %d", g.InUse(), second.running.Load())
+	}
+	if st := g.Stats(); st.Admitted != 11 {
+		t.Fatalf("gate admitted %d, want 11 (each refused call took and gave back a slot)", st.Admitted)
+	}
+}
