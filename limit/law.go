@@ -1,0 +1,252 @@
+package limit
+
+import (
+	"math"
+	"time"
+)
+
+// Window is what one sampling window saw, handed to a Law once per
+// window. All durations are the window's measure (by default a quantile of
+// the hold times of completions that produced a sample; see Config.Signal).
+type Window struct {
+	// Latency is the window's measure.
+	Latency time.Duration
+	// Samples is how many completions fed the measure (0 when the measure
+	// comes from a Signal).
+	Samples int
+	// Inflight is the most slots seen in use during the window.
+	Inflight int64
+	// Ceiling is the SLO-anchored latency ceiling (Config.SLO), or 0 when
+	// there is none. A law must never let its baseline rise above it.
+	Ceiling time.Duration
+	// Overload is true when Latency is above Ceiling. The Adaptive forces a
+	// decrease in that case whatever the law proposes; a law must not learn
+	// a baseline from such a window.
+	Overload bool
+}
+
+// Law is a control law: from the current limit and what the last window
+// saw, it proposes the next limit. The Adaptive that owns a Law calls it
+// under its own lock, once per window, so a Law need not be safe for
+// concurrent use; one Law value must not be shared by two Adaptives. The
+// Adaptive applies the guardrails (min/max, the SLO ceiling, no growth
+// while application-limited) to whatever the law proposes.
+type Law interface {
+	// Name is the law's short name for /state, metrics and logs.
+	Name() string
+	// Next proposes the limit after window w, given the current limit.
+	Next(limit float64, w Window) float64
+	// Baseline is the law's current idea of unloaded latency (0 if it has
+	// none).
+	Baseline() time.Duration
+}
+
+// capBaseline keeps a learned baseline at or below the fraction of the
+// ceiling the law aims for, so that a long incident cannot teach the law
+// that slow is normal.
+func capBaseline(b time.Duration, ceiling time.Duration, tolerance float64) time.Duration {
+	if ceiling <= 0 {
+		return b
+	}
+	if limit := time.Duration(float64(ceiling) / tolerance); b > limit {
+		return limit
+	}
+	return b
+}
+
+// AIMD is additive increase, multiplicative decrease: one more slot per
+// healthy window, Backoff times the limit when the window's latency is
+// above the threshold. It is the simplest law and a good default when an
+// explicit latency target is known.
+//
+// The zero value is usable: Increase 1, Backoff 0.9, Threshold twice the
+// lowest latency seen (capped by the SLO ceiling). Not safe for concurrent
+// use (see Law).
+type AIMD struct {
+	// Increase is added per healthy window. 0 means 1; negative means 1.
+	Increase float64
+	// Backoff multiplies the limit after a slow window. 0 (or outside
+	// (0,1)) means 0.9.
+	Backoff float64
+	// Threshold is the latency above which a window counts as slow. 0 means
+	// twice the lowest window latency seen so far (the learned baseline);
+	// with an SLO the threshold never exceeds the ceiling.
+	Threshold time.Duration
+
+	base time.Duration
+}
+
+// Name implements Law.
+func (*AIMD) Name() string { return "aimd" }
+
+// Baseline implements Law: the lowest window latency seen (0 before any).
+func (a *AIMD) Baseline() time.Duration { return a.base }
+
+// Next implements Law.
+func (a *AIMD) Next(limit float64, w Window) float64 {
+	if !w.Overload && w.Latency > 0 && (a.base == 0 || w.Latency < a.base) {
+		a.base = w.Latency
+	}
+	a.base = capBaseline(a.base, w.Ceiling, 2)
+	threshold := a.Threshold
+	if threshold <= 0 {
+		threshold = 2 * a.base
+	}
+	if w.Ceiling > 0 && (threshold <= 0 || threshold > w.Ceiling) {
+		threshold = w.Ceiling
+	}
+	if w.Overload || (threshold > 0 && w.Latency > threshold) {
+		backoff := a.Backoff
+		if backoff <= 0 || backoff >= 1 {
+			backoff = 0.9
+		}
+		return limit * backoff
+	}
+	inc := a.Increase
+	if inc <= 0 {
+		inc = 1
+	}
+	return limit + inc
+}
+
+// Vegas estimates the queue the limit builds, limit × (1 − baseline /
+// latency), and keeps it between Alpha and Beta slots: below Alpha the
+// limit grows, above Beta it shrinks, by log10(limit) slots a window
+// (at least one). The baseline is the lowest latency seen, re-probed every
+// Probe windows so it can follow a backend that got slower for good.
+//
+// The zero value is usable: Alpha 3·log10(limit) (at least 2), Beta
+// 6·log10(limit) (at least 4), Probe 100 windows. Not safe for concurrent
+// use (see Law).
+type Vegas struct {
+	// Alpha and Beta bound the tolerated queue, in slots, as functions of
+	// the limit. Nil means the defaults above.
+	Alpha, Beta func(limit float64) float64
+	// Probe is how many windows pass before the baseline is re-learned
+	// from the current latency. 0 means 100; negative means never.
+	Probe int
+
+	base    time.Duration
+	windows int
+}
+
+// Name implements Law.
+func (*Vegas) Name() string { return "vegas" }
+
+// Baseline implements Law.
+func (v *Vegas) Baseline() time.Duration { return v.base }
+
+func log10Floor(limit float64, factor, least float64) float64 {
+	return math.Max(least, factor*math.Log10(math.Max(limit, 1)))
+}
+
+// Next implements Law.
+func (v *Vegas) Next(limit float64, w Window) float64 {
+	probe := v.Probe
+	if probe == 0 {
+		probe = 100
+	}
+	v.windows++
+	if !w.Overload && w.Latency > 0 {
+		if v.base == 0 || w.Latency < v.base || (probe > 0 && v.windows%probe == 0) {
+			v.base = w.Latency
+		}
+	}
+	v.base = capBaseline(v.base, w.Ceiling, 2)
+	if w.Latency <= 0 || v.base <= 0 {
+		return limit
+	}
+	queue := limit * (1 - float64(v.base)/float64(w.Latency))
+	alpha, beta := log10Floor(limit, 3, 2), log10Floor(limit, 6, 4)
+	if v.Alpha != nil {
+		alpha = v.Alpha(limit)
+	}
+	if v.Beta != nil {
+		beta = v.Beta(limit)
+	}
+	step := log10Floor(limit, 1, 1)
+	switch {
+	case w.Overload || queue > beta:
+		return limit - step
+	case queue < alpha:
+		return limit + step
+	}
+	return limit
+}
+
+// Gradient2 compares a short-term latency (this window) with a long-term
+// one (an exponentially weighted average over LongWindows windows): the
+// gradient Tolerance × long / short, clamped to [0.5, 1], scales the limit
+// down as latency rises, and a headroom of √limit lets it grow while
+// latency holds. The new limit is blended with the old by Smoothing, so one
+// window cannot swing it.
+//
+// Left alone the long-term average follows a sustained slowdown up, and
+// the limit with it (the drift reported by users of the original); here
+// the average never rises above Ceiling / Tolerance and never learns from
+// an overloaded window, so with an SLO the drift is bounded.
+//
+// The zero value is usable: Tolerance 1.5, Smoothing 0.2, LongWindows 20.
+// Not safe for concurrent use (see Law).
+type Gradient2 struct {
+	// Tolerance is how much slower than the long-term latency a window may
+	// be before the limit shrinks. 0 (or below 1) means 1.5.
+	Tolerance float64
+	// Smoothing is the weight of the new limit against the old, in (0,1].
+	// 0 (or outside) means 0.2.
+	Smoothing float64
+	// LongWindows is the span of the long-term average, in windows. 0 (or
+	// negative) means 20.
+	LongWindows int
+
+	long time.Duration
+}
+
+// Name implements Law.
+func (*Gradient2) Name() string { return "gradient2" }
+
+// Baseline implements Law: the long-term latency.
+func (g *Gradient2) Baseline() time.Duration { return g.long }
+
+// Next implements Law.
+func (g *Gradient2) Next(limit float64, w Window) float64 {
+	tol := g.Tolerance
+	if tol < 1 {
+		tol = 1.5
+	}
+	smooth := g.Smoothing
+	if smooth <= 0 || smooth > 1 {
+		smooth = 0.2
+	}
+	span := g.LongWindows
+	if span <= 0 {
+		span = 20
+	}
+	if w.Latency <= 0 {
+		return limit
+	}
+	if !w.Overload {
+		switch {
+		case g.long == 0:
+			g.long = w.Latency
+		case float64(g.long) > 2*float64(w.Latency):
+			// Latency fell far below the average: the backend recovered,
+			// so let the average catch up quickly instead of over span.
+			g.long = time.Duration(0.5*float64(g.long) + 0.5*float64(w.Latency))
+		default:
+			alpha := 2 / float64(span+1)
+			g.long = time.Duration((1-alpha)*float64(g.long) + alpha*float64(w.Latency))
+		}
+	}
+	g.long = capBaseline(g.long, w.Ceiling, tol)
+	if g.long <= 0 {
+		return limit
+	}
+	gradient := math.Max(0.5, math.Min(1, tol*float64(g.long)/float64(w.Latency)))
+	next := limit*gradient + math.Sqrt(limit)
+	if gradient < 1 {
+		// Headroom only while latency holds; a shrinking limit must shrink.
+		next = limit * gradient
+	}
+	return (1-smooth)*limit + smooth*next
+}
