@@ -20,7 +20,7 @@ var ErrInvalidConfig = errors.New("limit: invalid config")
 const (
 	DefaultWindow     = 100 * time.Millisecond
 	DefaultMinSamples = 10
-	DefaultQuantile   = 0.5
+	DefaultQuantile   = 0.9
 	DefaultAppLimited = 0.5
 	DefaultBackoff    = 0.9
 	DefaultMin        = 1
@@ -46,7 +46,7 @@ type Signal interface {
 
 // Config configures an Adaptive. The zero value is a valid default: a
 // Gradient2 law, limits 1..1000 starting from the gate's capacity, 100 ms
-// windows of at least 10 samples judged by their median, no SLO ceiling
+// windows of at least 10 samples judged by their 90th percentile, no SLO ceiling
 // and a four-step recovery ramp.
 type Config struct {
 	// Law moves the limit. Nil means a new Gradient2 with its defaults. A
@@ -78,8 +78,11 @@ type Config struct {
 	// a window short of them is extended up to ten times its length. 0
 	// means 10; negative means 1.
 	MinSamples int
-	// Quantile of the window's hold times used as its measure. 0 means the
-	// median (one slow request cannot move it); outside (0,1] is an error.
+	// Quantile of the window's hold times used as its measure. 0 means
+	// 0.9: high enough to see the part of the requests that queue when the
+	// limit passes the backend's capacity (a median misses it until half
+	// of them queue), low enough that the slowest tenth of a window, and so
+	// one slow request, cannot move it. Outside (0,1] is an error.
 	Quantile float64
 	// Signal, if not nil, replaces hold times as the measure (for example
 	// SchedLatency). SLO is then a ceiling on the signal.

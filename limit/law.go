@@ -59,8 +59,8 @@ func capBaseline(b time.Duration, ceiling time.Duration, tolerance float64) time
 // above the threshold. It is the simplest law and a good default when an
 // explicit latency target is known.
 //
-// The zero value is usable: Increase 1, Backoff 0.9, Threshold twice the
-// lowest latency seen (capped by the SLO ceiling). Not safe for concurrent
+// The zero value is usable: Increase 1, Backoff 0.9, Threshold 1.5 times
+// the lowest latency seen (capped by the SLO ceiling). Not safe for concurrent
 // use (see Law).
 type AIMD struct {
 	// Increase is added per healthy window. 0 means 1; negative means 1.
@@ -69,7 +69,7 @@ type AIMD struct {
 	// (0,1)) means 0.9.
 	Backoff float64
 	// Threshold is the latency above which a window counts as slow. 0 means
-	// twice the lowest window latency seen so far (the learned baseline);
+	// 1.5 times the lowest window latency seen so far (the learned baseline);
 	// with an SLO the threshold never exceeds the ceiling.
 	Threshold time.Duration
 
@@ -87,10 +87,10 @@ func (a *AIMD) Next(limit float64, w Window) float64 {
 	if !w.Overload && w.Latency > 0 && (a.base == 0 || w.Latency < a.base) {
 		a.base = w.Latency
 	}
-	a.base = capBaseline(a.base, w.Ceiling, 2)
+	a.base = capBaseline(a.base, w.Ceiling, 1.5)
 	threshold := a.Threshold
 	if threshold <= 0 {
-		threshold = 2 * a.base
+		threshold = a.base + a.base/2
 	}
 	if w.Ceiling > 0 && (threshold <= 0 || threshold > w.Ceiling) {
 		threshold = w.Ceiling
@@ -112,8 +112,12 @@ func (a *AIMD) Next(limit float64, w Window) float64 {
 // Vegas estimates the queue the limit builds, limit × (1 − baseline /
 // latency), and keeps it between Alpha and Beta slots: below Alpha the
 // limit grows, above Beta it shrinks, by log10(limit) slots a window
-// (at least one). The baseline is the lowest latency seen, re-probed every
-// Probe windows so it can follow a backend that got slower for good.
+// (at least one). The baseline is the lowest window latency of the last one
+// to two Probe periods, so it follows a backend that got slower for good
+// within two periods. (Resetting it to the current latency, as the
+// original probe does, adopts a loaded latency as the new baseline and
+// lets the limit climb; a windowed minimum keeps the unloaded latency the
+// limit sees each time it dips to the knee.)
 //
 // The zero value is usable: Alpha 3·log10(limit) (at least 2), Beta
 // 6·log10(limit) (at least 4), Probe 100 windows. Not safe for concurrent
@@ -122,12 +126,13 @@ type Vegas struct {
 	// Alpha and Beta bound the tolerated queue, in slots, as functions of
 	// the limit. Nil means the defaults above.
 	Alpha, Beta func(limit float64) float64
-	// Probe is how many windows pass before the baseline is re-learned
-	// from the current latency. 0 means 100; negative means never.
+	// Probe is the period, in windows, of the baseline's windowed minimum.
+	// 0 means 100; negative means the baseline never rises.
 	Probe int
 
-	base    time.Duration
-	windows int
+	base            time.Duration // min(prevMin, curMin)
+	curMin, prevMin time.Duration
+	windows         int
 }
 
 // Name implements Law.
@@ -135,6 +140,16 @@ func (*Vegas) Name() string { return "vegas" }
 
 // Baseline implements Law.
 func (v *Vegas) Baseline() time.Duration { return v.base }
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
 
 func log10Floor(limit float64, factor, least float64) float64 {
 	return math.Max(least, factor*math.Log10(math.Max(limit, 1)))
@@ -148,9 +163,15 @@ func (v *Vegas) Next(limit float64, w Window) float64 {
 	}
 	v.windows++
 	if !w.Overload && w.Latency > 0 {
-		if v.base == 0 || w.Latency < v.base || (probe > 0 && v.windows%probe == 0) {
-			v.base = w.Latency
+		if v.curMin == 0 || w.Latency < v.curMin {
+			v.curMin = w.Latency
 		}
+	}
+	v.base = minPositive(v.prevMin, v.curMin)
+	if probe > 0 && v.windows%probe == 0 {
+		v.prevMin, v.curMin = v.curMin, 0
+	} else if probe < 0 {
+		v.prevMin = v.base
 	}
 	v.base = capBaseline(v.base, w.Ceiling, 2)
 	if w.Latency <= 0 || v.base <= 0 {
@@ -182,9 +203,15 @@ func (v *Vegas) Next(limit float64, w Window) float64 {
 // window cannot swing it.
 //
 // Left alone the long-term average follows a sustained slowdown up, and
-// the limit with it (the drift reported by users of the original); here
-// the average never rises above Ceiling / Tolerance and never learns from
-// an overloaded window, so with an SLO the drift is bounded.
+// the limit with it (the drift reported by users of the original). Here
+// the average learns ten times slower from windows beyond the tolerance
+// (queueing), so a limit parked at the backend's knee does not teach it
+// that queueing is normal, while a backend that really got slower is
+// accepted within about ten spans; it never learns from an overloaded
+// window and never rises above Ceiling / Tolerance, so with an SLO the
+// drift is bounded. Unlike the original, the √limit headroom is added only
+// while the gradient is 1: with it, a modest overload (gradient near 0.8)
+// still lets the limit creep up.
 //
 // The zero value is usable: Tolerance 1.5, Smoothing 0.2, LongWindows 20.
 // Not safe for concurrent use (see Law).
@@ -235,6 +262,11 @@ func (g *Gradient2) Next(limit float64, w Window) float64 {
 			g.long = time.Duration(0.5*float64(g.long) + 0.5*float64(w.Latency))
 		default:
 			alpha := 2 / float64(span+1)
+			if float64(w.Latency) > tol*float64(g.long) {
+				// Queueing: learn ten times slower, or the average follows
+				// the queue up and the limit with it.
+				alpha /= 10
+			}
 			g.long = time.Duration((1-alpha)*float64(g.long) + alpha*float64(w.Latency))
 		}
 	}

@@ -1,0 +1,164 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+)
+
+// simBackend is a server of known capacity: slots workers, each taking a
+// fixed service time per request. Requests beyond the slots queue inside
+// it, which is what a latency-based limit must detect.
+type simBackend struct {
+	slots   chan struct{}
+	service time.Duration
+}
+
+func (b *simBackend) serve() {
+	b.slots <- struct{}{}
+	time.Sleep(b.service)
+	<-b.slots
+}
+
+// simResult is the gate capacity sampled every 50 ms.
+type simResult struct {
+	at   []time.Duration
+	caps []int64
+}
+
+// settledAfter returns how long after from the capacity entered, and then
+// stayed within, ±band of the median of its last three seconds, and that
+// median.
+func (r simResult) settledAfter(from time.Duration, band float64) (time.Duration, int64) {
+	end := r.at[len(r.at)-1]
+	var tail []int64
+	for i, at := range r.at {
+		if at >= end-3*time.Second {
+			tail = append(tail, r.caps[i])
+		}
+	}
+	slices.Sort(tail)
+	med := tail[len(tail)/2]
+	lo, hi := float64(med)*(1-band), float64(med)*(1+band)
+	settled := from
+	for i, at := range r.at {
+		if at < from {
+			continue
+		}
+		if c := float64(r.caps[i]); c < lo || c > hi {
+			settled = at + 50*time.Millisecond
+		}
+	}
+	return settled - from, med
+}
+
+func (r simResult) String() string {
+	var b strings.Builder
+	for i := 0; i < len(r.at); i += 5 {
+		fmt.Fprintf(&b, "%v:%d ", r.at[i], r.caps[i])
+	}
+	return b.String()
+}
+
+// simulate runs closed-loop clients against a gate driven by law in
+// front of a backend of 40 slots × 10 ms; at 5 s half the slots vanish
+// (the backend becomes 2× slower for the same offered load); it returns
+// the capacity trajectory over 12 s. Run inside a synctest bubble.
+func simulate(t *testing.T, law Law, slo time.Duration) simResult {
+	const (
+		slots   = 40
+		clients = 120
+		service = 10 * time.Millisecond
+		step    = 5 * time.Second
+		total   = 12 * time.Second
+	)
+	a, err := New(Config{Law: law, Min: 1, Max: 200, Initial: 10, SLO: slo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := admit.New(admit.Config{Name: "sim", Capacity: 10, Observer: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Attach(g); err != nil {
+		t.Fatal(err)
+	}
+	be := &simBackend{slots: make(chan struct{}, slots), service: service}
+	ctx, cancel := context.WithTimeout(context.Background(), total)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				p, err := g.TryAcquire(0)
+				if err != nil {
+					if !errors.Is(err, admit.ErrRejected) {
+						t.Error(err)
+						return
+					}
+					time.Sleep(5 * time.Millisecond) // a client that retries later
+					continue
+				}
+				be.serve()
+				p.Done(admit.OutcomeOK)
+			}
+		})
+	}
+	wg.Go(func() { // the step: half the backend's slots are taken for good
+		time.Sleep(step)
+		for range slots / 2 {
+			be.slots <- struct{}{}
+		}
+		<-ctx.Done()
+	})
+	var r simResult
+	for ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		r.at = append(r.at, time.Since(start))
+		r.caps = append(r.caps, g.Capacity())
+	}
+	wg.Wait()
+	return r
+}
+
+// TestStepChangeSettles: the backend loses half its capacity at 5 s. Each
+// law must settle (stay within ±20% of where it ends up) within 2 s of the
+// step, near the new capacity, and must have settled before the step too.
+func TestStepChangeSettles(t *testing.T) {
+	for _, tc := range []struct {
+		law Law
+	}{{&Vegas{}}, {&Gradient2{}}, {&AIMD{}}} {
+		t.Run(tc.law.Name(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := simulate(t, tc.law, 100*time.Millisecond)
+				t.Log(r)
+				var before []int64
+				for i, at := range r.at {
+					if at >= 3*time.Second && at < 5*time.Second {
+						before = append(before, r.caps[i])
+					}
+				}
+				if lo, hi := slices.Min(before), slices.Max(before); lo < 36 || hi > 53 {
+					t.Errorf("before the step the limit ranged %d..%d, want within ±20%% of the 44 slots (40 + the 10%% the 90th percentile tolerates)", lo, hi)
+				}
+				after, med := r.settledAfter(5*time.Second, 0.2)
+				t.Logf("settled %v after the step at %d slots", after, med)
+				if after > 2*time.Second {
+					t.Errorf("settled only %v after the step (want ≤ 2s); trajectory %v", after, r)
+				}
+				if med < 16 || med > 32 {
+					t.Errorf("settled at %d slots, want near the backend's 20", med)
+				}
+			})
+		})
+	}
+}
