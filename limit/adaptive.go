@@ -257,14 +257,17 @@ type Adaptive struct {
 	cfg settings
 	law Law
 
-	peak atomic.Int64 // most slots in use seen this window
+	// The sample path is lock-free: the peak, the window's histogram (one
+	// of two, swapped when a window closes) and the time the window is due.
+	peak  atomic.Int64 // most slots in use seen this window
+	due   atomic.Int64 // Unix ns when the window may close; 0 before the first event
+	cur   atomic.Pointer[histogram]
+	hists [2]histogram
 
 	mu          sync.Mutex // guards everything below; then the target's own lock
 	target      Target
 	name        string
 	inUse       func() int64
-	hist        histogram
-	completed   int // completions with a sample, this window
 	windowStart time.Time
 	limit       float64 // the law's limit, unrounded
 	capacity    int64   // what the target was last given
@@ -286,6 +289,7 @@ func New(cfg Config) (*Adaptive, error) {
 		law = &Gradient2{}
 	}
 	a := &Adaptive{cfg: s, law: law}
+	a.cur.Store(&a.hists[0])
 	a.limit = clamp(s.initial, s.min, s.max)
 	a.capacity = int64(math.Round(a.limit))
 	a.highWater = a.limit
@@ -346,18 +350,37 @@ func (a *Adaptive) ObserveCompletion(e admit.CompletionEvent) {
 // without timing) still move the clock but never the measure.
 func (a *Adaptive) ObserveCompletionAt(e admit.CompletionEvent, now time.Time) {
 	sample := e.Sample()
-	a.mu.Lock()
 	// Close a due window first, so this sample counts in the next one.
-	if a.windowStart.IsZero() {
-		a.windowStart = now
-	} else if now.Sub(a.windowStart) >= a.cfg.window {
-		a.decideLocked(now)
+	if now.UnixNano() >= a.due.Load() {
+		a.tryDecide(now)
 	}
 	if sample {
-		a.hist.add(e.Hold)
-		a.completed++
+		a.cur.Load().add(e.Hold)
 	}
+}
+
+// tryDecide judges a due window unless another goroutine holds the lock
+// (it is judging this very window, or reading State): then the next sample
+// tries again, and no completion ever waits behind a decision.
+func (a *Adaptive) tryDecide(now time.Time) {
+	if !a.mu.TryLock() {
+		return
+	}
+	a.decideDueLocked(now)
 	a.mu.Unlock()
+}
+
+func (a *Adaptive) decideDueLocked(now time.Time) {
+	if a.windowStart.IsZero() {
+		a.openWindow(now)
+	} else if now.UnixNano() >= a.due.Load() {
+		a.decideLocked(now)
+	}
+}
+
+func (a *Adaptive) openWindow(now time.Time) {
+	a.windowStart = now
+	a.due.Store(now.Add(a.cfg.window).UnixNano())
 }
 
 // Decide closes the current window if it is due (for callers that want
@@ -368,13 +391,7 @@ func (a *Adaptive) Decide() { a.DecideAt(a.cfg.now()) }
 func (a *Adaptive) DecideAt(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.windowStart.IsZero() {
-		a.windowStart = now
-		return
-	}
-	if now.Sub(a.windowStart) >= a.cfg.window {
-		a.decideLocked(now)
-	}
+	a.decideDueLocked(now)
 }
 
 // Run calls Decide every Window until ctx ends. Use it with a Signal when
@@ -393,37 +410,42 @@ func (a *Adaptive) Run(ctx context.Context) {
 }
 
 func (a *Adaptive) decideLocked(now time.Time) {
+	if a.cfg.signal == nil && int(a.cur.Load().n.Load()) < a.cfg.minSamples && now.Sub(a.windowStart) < 10*a.cfg.window {
+		return // too few samples to judge: extend the window
+	}
+	h := a.closeWindow(now)
+	samples := int(h.n.Load())
 	var lat time.Duration
-	samples := a.hist.n
 	if a.cfg.signal != nil {
 		var ok bool
 		if lat, ok = a.cfg.signal.Latency(now); !ok {
-			a.closeWindow(now)
 			return
 		}
 	} else {
-		if samples < a.cfg.minSamples && now.Sub(a.windowStart) < 10*a.cfg.window {
-			return // too few samples to judge: extend the window
-		}
 		if samples == 0 {
-			a.closeWindow(now)
 			return
 		}
-		lat = a.hist.quantile(a.cfg.quantile)
+		lat = h.quantile(a.cfg.quantile)
 	}
 	inflight := a.peak.Swap(0)
 	if a.inUse != nil {
 		inflight = max(inflight, a.inUse())
 	}
-	completed := a.completed
-	a.closeWindow(now)
-	a.step(now, Window{Latency: lat, Samples: samples, Inflight: inflight}, completed)
+	a.step(now, Window{Latency: lat, Samples: samples, Inflight: inflight}, samples)
 }
 
-func (a *Adaptive) closeWindow(now time.Time) {
-	a.hist.reset()
-	a.completed = 0
-	a.windowStart = now
+// closeWindow starts the next window with the other, emptied histogram and
+// returns the closed window's.
+func (a *Adaptive) closeWindow(now time.Time) *histogram {
+	old := a.cur.Load()
+	next := &a.hists[0]
+	if old == next {
+		next = &a.hists[1]
+	}
+	next.reset()
+	a.cur.Store(next)
+	a.openWindow(now)
+	return old
 }
 
 func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }

@@ -212,3 +212,33 @@ func TestDecisionStrings(t *testing.T) {
 		t.Error("out-of-range decision must say unknown")
 	}
 }
+
+// The observer path, decisions included, allocates nothing.
+func TestObservePathDoesNotAllocate(t *testing.T) {
+	g, err := admit.New(admit.Config{Name: "g", Capacity: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Law: &Vegas{}, Initial: 20, SLO: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Attach(g); err != nil {
+		t.Fatal(err)
+	}
+	now := epoch
+	i := 0
+	ev := admit.CompletionEvent{Gate: "g", Outcome: admit.OutcomeOK, Weight: 1, Hold: 5 * time.Millisecond}
+	allocs := testing.AllocsPerRun(1000, func() {
+		i++
+		now = now.Add(DefaultWindow / 20) // a decision every 20 samples
+		a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: int64(i % 25)})
+		a.ObserveCompletionAt(ev, now)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per sample", allocs)
+	}
+	if a.State().Windows < 40 {
+		t.Fatalf("only %d windows judged: the decisions were not exercised", a.State().Windows)
+	}
+}

@@ -2,13 +2,15 @@ package limit
 
 import (
 	"math/bits"
+	"sync/atomic"
 	"time"
 )
 
 // histogram counts latencies in log-linear buckets: 16 per power of two,
-// so a quantile is within about 4% of the true value. It never allocates
-// and costs a few instructions per sample; a quantile is a scan of at most
-// histBuckets counters, done once per window.
+// so a quantile is within about 4% of the true value. Adding is two atomic
+// increments and never allocates, so the sample path needs no lock; a
+// quantile is a scan of at most histBuckets counters, done once per
+// window by the one goroutine that judges it.
 const (
 	histSubBits = 4
 	histSub     = 1 << histSubBits
@@ -17,8 +19,8 @@ const (
 )
 
 type histogram struct {
-	counts [histBuckets]uint32
-	n      int
+	n      atomic.Int64
+	counts [histBuckets]atomic.Uint32
 }
 
 func bucketOf(d time.Duration) int {
@@ -50,28 +52,36 @@ func bucketValue(i int) time.Duration {
 }
 
 func (h *histogram) add(d time.Duration) {
-	h.counts[bucketOf(d)]++
-	h.n++
+	h.counts[bucketOf(d)].Add(1)
+	h.n.Add(1)
 }
 
+// reset empties h. A sample added concurrently may survive into the next
+// use of h; that is one sample two windows late, not a lost invariant.
 func (h *histogram) reset() {
-	if h.n > 0 {
-		clear(h.counts[:])
-		h.n = 0
+	if h.n.Load() == 0 {
+		return
 	}
+	for i := range h.counts {
+		if h.counts[i].Load() != 0 {
+			h.counts[i].Store(0)
+		}
+	}
+	h.n.Store(0)
 }
 
 // quantile returns the q-quantile (0 < q ≤ 1) of the samples, 0 if none.
 // The rank is rounded down, so with q = 0.5 and 2k samples the lower
 // middle wins: one slow sample among many cannot move the result.
 func (h *histogram) quantile(q float64) time.Duration {
-	if h.n == 0 {
+	n := int(h.n.Load())
+	if n == 0 {
 		return 0
 	}
-	rank := int(q * float64(h.n-1)) // 0-based rank of the chosen sample
+	rank := int(q * float64(n-1)) // 0-based rank of the chosen sample
 	seen := 0
-	for i, c := range h.counts {
-		seen += int(c)
+	for i := range h.counts {
+		seen += int(h.counts[i].Load())
 		if seen > rank {
 			return bucketValue(i)
 		}

@@ -60,7 +60,7 @@ func capBaseline(b time.Duration, ceiling time.Duration, tolerance float64) time
 // explicit latency target is known.
 //
 // The zero value is usable: Increase 1, Backoff 0.9, Threshold 1.5 times
-// the lowest latency seen (capped by the SLO ceiling). Not safe for concurrent
+// the learned baseline (capped by the SLO ceiling). Not safe for concurrent
 // use (see Law).
 type AIMD struct {
 	// Increase is added per healthy window. 0 means 1; negative means 1.
@@ -69,25 +69,27 @@ type AIMD struct {
 	// (0,1)) means 0.9.
 	Backoff float64
 	// Threshold is the latency above which a window counts as slow. 0 means
-	// 1.5 times the lowest window latency seen so far (the learned baseline);
-	// with an SLO the threshold never exceeds the ceiling.
+	// 1.5 times the learned baseline, the lowest window latency of the last
+	// one to two hundred windows; with an SLO the threshold never exceeds
+	// the ceiling.
 	Threshold time.Duration
 
-	base time.Duration
+	base    time.Duration
+	minimum windowedMin
 }
 
 // Name implements Law.
 func (*AIMD) Name() string { return "aimd" }
 
-// Baseline implements Law: the lowest window latency seen (0 before any).
+// Baseline implements Law: the learned unloaded latency (0 before any).
 func (a *AIMD) Baseline() time.Duration { return a.base }
 
 // Next implements Law.
 func (a *AIMD) Next(limit float64, w Window) float64 {
-	if !w.Overload && w.Latency > 0 && (a.base == 0 || w.Latency < a.base) {
-		a.base = w.Latency
+	if !w.Overload {
+		a.minimum.observe(w.Latency, 100)
 	}
-	a.base = capBaseline(a.base, w.Ceiling, 1.5)
+	a.base = capBaseline(a.minimum.value(), w.Ceiling, 1.5)
 	threshold := a.Threshold
 	if threshold <= 0 {
 		threshold = a.base + a.base/2
@@ -130,9 +132,8 @@ type Vegas struct {
 	// 0 means 100; negative means the baseline never rises.
 	Probe int
 
-	base            time.Duration // min(prevMin, curMin)
-	curMin, prevMin time.Duration
-	windows         int
+	base    time.Duration
+	minimum windowedMin
 }
 
 // Name implements Law.
@@ -140,6 +141,31 @@ func (*Vegas) Name() string { return "vegas" }
 
 // Baseline implements Law.
 func (v *Vegas) Baseline() time.Duration { return v.base }
+
+// windowedMin is the lowest latency seen over the last one to two periods
+// of a given number of windows: it follows a latency that fell at once and
+// one that rose for good within two periods, and it never adopts a loaded
+// latency as long as the limit keeps dipping to the backend's knee (where
+// latency is unloaded) at least once a period.
+type windowedMin struct {
+	cur, prev time.Duration
+	windows   int
+}
+
+// observe records one window's latency; period < 0 never forgets.
+func (m *windowedMin) observe(d time.Duration, period int) {
+	if d > 0 && (m.cur == 0 || d < m.cur) {
+		m.cur = d
+	}
+	m.windows++
+	if period > 0 && m.windows%period == 0 {
+		m.prev, m.cur = m.cur, 0
+	} else if period < 0 {
+		m.prev = m.value()
+	}
+}
+
+func (m *windowedMin) value() time.Duration { return minPositive(m.prev, m.cur) }
 
 func minPositive(a, b time.Duration) time.Duration {
 	switch {
@@ -161,18 +187,10 @@ func (v *Vegas) Next(limit float64, w Window) float64 {
 	if probe == 0 {
 		probe = 100
 	}
-	v.windows++
-	if !w.Overload && w.Latency > 0 {
-		if v.curMin == 0 || w.Latency < v.curMin {
-			v.curMin = w.Latency
-		}
+	if !w.Overload {
+		v.minimum.observe(w.Latency, probe)
 	}
-	v.base = minPositive(v.prevMin, v.curMin)
-	if probe > 0 && v.windows%probe == 0 {
-		v.prevMin, v.curMin = v.curMin, 0
-	} else if probe < 0 {
-		v.prevMin = v.base
-	}
+	v.base = v.minimum.value()
 	v.base = capBaseline(v.base, w.Ceiling, 2)
 	if w.Latency <= 0 || v.base <= 0 {
 		return limit
@@ -196,24 +214,25 @@ func (v *Vegas) Next(limit float64, w Window) float64 {
 }
 
 // Gradient2 compares a short-term latency (this window) with a long-term
-// one (an exponentially weighted average over LongWindows windows): the
-// gradient Tolerance × long / short, clamped to [0.5, 1], scales the limit
-// down as latency rises, and a headroom of √limit lets it grow while
-// latency holds. The new limit is blended with the old by Smoothing, so one
-// window cannot swing it.
+// one: the gradient Tolerance × long / short, clamped to [0.5, 1], scales
+// the limit down as latency rises, and a headroom of √limit lets it grow
+// while latency holds. The new limit is blended with the old by Smoothing,
+// so one window cannot swing it.
 //
-// Left alone the long-term average follows a sustained slowdown up, and
-// the limit with it (the drift reported by users of the original). Here
-// the average learns ten times slower from windows beyond the tolerance
-// (queueing), so a limit parked at the backend's knee does not teach it
-// that queueing is normal, while a backend that really got slower is
-// accepted within about ten spans; it never learns from an overloaded
-// window and never rises above Ceiling / Tolerance, so with an SLO the
-// drift is bounded. Unlike the original, the √limit headroom is added only
-// while the gradient is 1: with it, a modest overload (gradient near 0.8)
-// still lets the limit creep up.
+// In the original the long-term latency is an average of recent samples,
+// so it follows a sustained slowdown up, and the limit with it: under a
+// steady modest overload the average catches up with the queueing latency,
+// the gradient returns to 1 and the headroom grows the limit without end
+// (the drift users of the original report). Here the long-term latency is
+// the lowest window latency of the last one to two LongWindows periods:
+// while the limit keeps dipping to the backend's knee, where latency is
+// unloaded, it stays put; a backend that got slower for good is accepted
+// within two periods. It never learns from an overloaded window and never
+// rises above Ceiling / Tolerance. The √limit headroom is added only while
+// the gradient is 1; with it, a gradient near 0.8 still lets the limit
+// creep up.
 //
-// The zero value is usable: Tolerance 1.5, Smoothing 0.2, LongWindows 20.
+// The zero value is usable: Tolerance 1.5, Smoothing 0.2, LongWindows 100.
 // Not safe for concurrent use (see Law).
 type Gradient2 struct {
 	// Tolerance is how much slower than the long-term latency a window may
@@ -222,11 +241,12 @@ type Gradient2 struct {
 	// Smoothing is the weight of the new limit against the old, in (0,1].
 	// 0 (or outside) means 0.2.
 	Smoothing float64
-	// LongWindows is the span of the long-term average, in windows. 0 (or
-	// negative) means 20.
+	// LongWindows is the period of the long-term latency's windowed
+	// minimum, in windows. 0 means 100; negative means it never rises.
 	LongWindows int
 
-	long time.Duration
+	long    time.Duration
+	minimum windowedMin
 }
 
 // Name implements Law.
@@ -245,31 +265,17 @@ func (g *Gradient2) Next(limit float64, w Window) float64 {
 	if smooth <= 0 || smooth > 1 {
 		smooth = 0.2
 	}
-	span := g.LongWindows
-	if span <= 0 {
-		span = 20
+	period := g.LongWindows
+	if period == 0 {
+		period = 100
 	}
 	if w.Latency <= 0 {
 		return limit
 	}
 	if !w.Overload {
-		switch {
-		case g.long == 0:
-			g.long = w.Latency
-		case float64(g.long) > 2*float64(w.Latency):
-			// Latency fell far below the average: the backend recovered,
-			// so let the average catch up quickly instead of over span.
-			g.long = time.Duration(0.5*float64(g.long) + 0.5*float64(w.Latency))
-		default:
-			alpha := 2 / float64(span+1)
-			if float64(w.Latency) > tol*float64(g.long) {
-				// Queueing: learn ten times slower, or the average follows
-				// the queue up and the limit with it.
-				alpha /= 10
-			}
-			g.long = time.Duration((1-alpha)*float64(g.long) + alpha*float64(w.Latency))
-		}
+		g.minimum.observe(w.Latency, period)
 	}
+	g.long = g.minimum.value()
 	g.long = capBaseline(g.long, w.Ceiling, tol)
 	if g.long <= 0 {
 		return limit
