@@ -1,6 +1,9 @@
 package limit
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -202,4 +205,31 @@ func TestRampAbortsOnOverload(t *testing.T) {
 			t.Fatalf("overload during the ramp must abort it and cut: %+v", st)
 		}
 	})
+}
+
+// Episode and ramp transitions are logged at Info with the gate's name;
+// every window's decision only at Debug.
+func TestRampLogged(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a, _ := mustNew(t, Config{Law: &Gradient2{}, Initial: 40, Min: 4, Max: 40, SLO: rampSLO, Logger: log})
+	now := epoch
+	for range 5 {
+		now = feedWindow(a, now, DefaultWindow, 10*time.Millisecond, 40, 40)
+	}
+	for range 10 {
+		now = feedWindow(a, now, DefaultWindow, 4*rampSLO, a.Limit(), 10)
+	}
+	for range 10 {
+		now = feedWindow(a, now, DefaultWindow, 10*time.Millisecond, a.Limit(), int(a.Limit()))
+	}
+	out := buf.String()
+	for _, want := range []string{"limit: overload episode", "limit: ramp start", "gate=g", "level="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "limit: window") {
+		t.Errorf("per-window decisions must be Debug, not Info:\n%s", out)
+	}
 }

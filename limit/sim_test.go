@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,12 +20,12 @@ import (
 // it, which is what a latency-based limit must detect.
 type simBackend struct {
 	slots   chan struct{}
-	service time.Duration
+	service atomic.Int64 // time.Duration
 }
 
 func (b *simBackend) serve() {
 	b.slots <- struct{}{}
-	time.Sleep(b.service)
+	time.Sleep(time.Duration(b.service.Load()))
 	<-b.slots
 }
 
@@ -68,17 +69,22 @@ func (r simResult) String() string {
 	return b.String()
 }
 
+// The two ways a backend becomes 2× slower.
+const (
+	halfTheSlots   = iota // half its workers vanish: concurrency capacity halves
+	doubledService        // every request takes twice as long: throughput halves, concurrency capacity does not
+)
+
 // simulate runs closed-loop clients against a gate driven by law in
-// front of a backend of 40 slots × 10 ms; at 5 s half the slots vanish
-// (the backend becomes 2× slower for the same offered load); it returns
-// the capacity trajectory over 12 s. Run inside a synctest bubble.
-func simulate(t *testing.T, law Law, slo time.Duration) simResult {
+// front of a backend of 40 slots × 10 ms; at 5 s the backend becomes 2×
+// slower (how: change); it returns the capacity trajectory until total.
+// Run inside a synctest bubble.
+func simulate(t *testing.T, law Law, slo time.Duration, change int, total time.Duration) simResult {
 	const (
 		slots   = 40
 		clients = 120
 		service = 10 * time.Millisecond
 		step    = 5 * time.Second
-		total   = 12 * time.Second
 	)
 	a, err := New(Config{Law: law, Min: 1, Max: 200, Initial: 10, SLO: slo})
 	if err != nil {
@@ -91,7 +97,8 @@ func simulate(t *testing.T, law Law, slo time.Duration) simResult {
 	if err := a.Attach(g); err != nil {
 		t.Fatal(err)
 	}
-	be := &simBackend{slots: make(chan struct{}, slots), service: service}
+	be := &simBackend{slots: make(chan struct{}, slots)}
+	be.service.Store(int64(service))
 	ctx, cancel := context.WithTimeout(context.Background(), total)
 	defer cancel()
 	start := time.Now()
@@ -113,9 +120,13 @@ func simulate(t *testing.T, law Law, slo time.Duration) simResult {
 			}
 		})
 	}
-	wg.Go(func() { // the step: half the backend's slots are taken for good
+	wg.Go(func() { // the step
 		time.Sleep(step)
-		for range slots / 2 {
+		if change == doubledService {
+			be.service.Store(int64(2 * service))
+			return
+		}
+		for range slots / 2 { // half the backend's slots are taken for good
 			be.slots <- struct{}{}
 		}
 		<-ctx.Done()
@@ -139,7 +150,7 @@ func TestStepChangeSettles(t *testing.T) {
 	}{{&Vegas{}}, {&Gradient2{}}, {&AIMD{}}} {
 		t.Run(tc.law.Name(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := simulate(t, tc.law, 100*time.Millisecond)
+				r := simulate(t, tc.law, 100*time.Millisecond, halfTheSlots, 12*time.Second)
 				t.Log(r)
 				var before []int64
 				for i, at := range r.at {
@@ -157,6 +168,26 @@ func TestStepChangeSettles(t *testing.T) {
 				}
 				if med < 16 || med > 32 {
 					t.Errorf("settled at %d slots, want near the backend's 20", med)
+				}
+			})
+		})
+	}
+}
+
+// TestServiceSlowdownRelearned: every request becomes 2× slower at 5 s.
+// The backend's concurrency capacity is unchanged, but no latency-based law
+// can tell that from queueing at first: the limit drops. Once the
+// windowed-minimum baseline has re-learned (one to two periods of 100
+// windows, 10-20 s), the limit must be back near the backend's 40 slots.
+func TestServiceSlowdownRelearned(t *testing.T) {
+	for _, law := range []Law{&Vegas{}, &Gradient2{}, &AIMD{}} {
+		t.Run(law.Name(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := simulate(t, law, 0, doubledService, 35*time.Second)
+				after, med := r.settledAfter(5*time.Second, 0.2)
+				t.Logf("settled %v after the slowdown at %d slots", after, med)
+				if med < 34 || med > 56 || after > 25*time.Second {
+					t.Errorf("after re-learning the limit settled at %d slots %v after the change, want about 44 within 25s; trajectory %v", med, after, r)
 				}
 			})
 		})
