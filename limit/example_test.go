@@ -30,7 +30,7 @@ func Example() {
 
 	// In the handler: the gate refuses beyond the current limit, and every
 	// completion with a latency sample feeds the law.
-	p, err := upstream.TryAcquire(0)
+	p, err := upstream.TryAcquire()
 	if err == nil {
 		// ... call the upstream ...
 		p.Done(admit.OutcomeOK)

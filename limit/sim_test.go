@@ -106,7 +106,7 @@ func simulate(t *testing.T, law Law, slo time.Duration, change int, total time.D
 	for range clients {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				p, err := g.TryAcquire(0)
+				p, err := g.TryAcquire()
 				if err != nil {
 					if !errors.Is(err, admit.ErrRejected) {
 						t.Error(err)

@@ -10,9 +10,10 @@ import (
 )
 
 // recordingGate wraps a real gate and checks, on every capacity change,
-// that changes are at least about a window apart and within Min..Max.
+// that decisions are at least a window apart and within Min..Max.
 type recordingGate struct {
 	*admit.Gate
+	a        *Adaptive
 	window   time.Duration
 	min, max int64
 
@@ -24,11 +25,12 @@ type recordingGate struct {
 
 func (r *recordingGate) SetCapacity(c int64) error {
 	r.mu.Lock()
-	now := time.Now()
-	// The decision's own clock reading is taken before the lock, so the
-	// wall-clock gap seen here has scheduling jitter; half a window still
-	// catches a controller that decides more than once per window.
-	if !r.last.IsZero() && now.Sub(r.last) < r.window/2 {
+	// SetCapacity is called under the Adaptive's lock, after the window
+	// closed: windowStart is the decision's own time. (A wall-clock reading
+	// here would carry scheduling jitter: a goroutine preempted between its
+	// decision and this call makes two decisions look close.)
+	now := r.a.windowStart
+	if !r.last.IsZero() && now.Sub(r.last) < r.window {
 		r.errs = append(r.errs, "two decisions within one window: "+now.Sub(r.last).String())
 	}
 	if c < r.min || c > r.max {
@@ -56,7 +58,7 @@ func TestConcurrentObserversStress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recordingGate{Gate: g, window: window, min: 2, max: 64}
+	rec := &recordingGate{Gate: g, a: a, window: window, min: 2, max: 64}
 	if err := a.Attach(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestConcurrentObserversStress(t *testing.T) {
 					return
 				default:
 				}
-				p, err := g.TryAcquire(0)
+				p, err := g.TryAcquire()
 				if err != nil {
 					time.Sleep(100 * time.Microsecond)
 					continue

@@ -60,7 +60,7 @@ func BenchmarkAcquireRecord(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.TryAcquire(0)
+			p, err := g.TryAcquire()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func BenchmarkAcquireRecord(b *testing.B) {
 		g, _ := adaptiveGate(b, &limit.Vegas{})
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.TryAcquire(0)
+			p, err := g.TryAcquire()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func BenchmarkAcquireRecordParallel(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				p, err := g.TryAcquire(0)
+				p, err := g.TryAcquire()
 				if err != nil {
 					b.Error(err)
 					return
@@ -115,7 +115,7 @@ func BenchmarkAcquireRecordParallel(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				p, err := g.TryAcquire(0)
+				p, err := g.TryAcquire()
 				if err != nil {
 					b.Error(err)
 					return
