@@ -1,8 +1,9 @@
 // Package limit_test measures the cost of an adaptive limit on the
 // admission path, side by side in one run: sluice's admit gate with a
-// fixed capacity, the same gate driven by limit.Adaptive (the observer
-// path runs on every completion), the observer path alone, and failsafe-go's
-// adaptive limiter (acquire a permit, record its latency). It lives in the
+// fixed capacity (bare, and with a do-nothing observer, which is what any
+// observer costs the gate), the same gate driven by limit.Adaptive (the
+// observer path runs on every completion), the observer path alone, and
+// failsafe-go's adaptive limiter (acquire a permit, record its latency). It lives in the
 // bench module so the main module does not depend on the peer.
 package limit_test
 
@@ -33,6 +34,14 @@ func adaptiveGate(b *testing.B, law limit.Law) (*admit.Gate, *limit.Adaptive) {
 	return g, a
 }
 
+// nopObserver receives every event and does nothing: a fixed gate with it
+// pays what any observer costs (the events and the hold-time clock reads),
+// so the difference to the adaptive gate is the limit's own cost.
+type nopObserver struct{}
+
+func (nopObserver) ObserveAdmission(admit.AdmissionEvent)   {}
+func (nopObserver) ObserveCompletion(admit.CompletionEvent) {}
+
 func failsafeLimiter() adaptivelimiter.AdaptiveLimiter[any] {
 	return adaptivelimiter.NewBuilder[any]().WithLimits(slots, slots, slots).Build()
 }
@@ -55,6 +64,20 @@ func BenchmarkObserve(b *testing.B) {
 func BenchmarkAcquireRecord(b *testing.B) {
 	b.Run("sluice/fixed", func(b *testing.B) {
 		g, err := admit.New(admit.Config{Name: "bench", Capacity: slots})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := g.TryAcquire()
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(admit.OutcomeOK)
+		}
+	})
+	b.Run("sluice/fixed+observer", func(b *testing.B) {
+		g, err := admit.New(admit.Config{Name: "bench", Capacity: slots, Observer: nopObserver{}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -95,6 +118,23 @@ func BenchmarkAcquireRecord(b *testing.B) {
 func BenchmarkAcquireRecordParallel(b *testing.B) {
 	b.Run("sluice/fixed", func(b *testing.B) {
 		g, err := admit.New(admit.Config{Name: "bench", Capacity: slots})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, err := g.TryAcquire()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				p.Done(admit.OutcomeOK)
+			}
+		})
+	})
+	b.Run("sluice/fixed+observer", func(b *testing.B) {
+		g, err := admit.New(admit.Config{Name: "bench", Capacity: slots, Observer: nopObserver{}})
 		if err != nil {
 			b.Fatal(err)
 		}
