@@ -1,8 +1,12 @@
 package limit
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
@@ -240,5 +244,36 @@ func TestObservePathDoesNotAllocate(t *testing.T) {
 	}
 	if a.State().Windows < 40 {
 		t.Fatalf("only %d windows judged: the decisions were not exercised", a.State().Windows)
+	}
+}
+
+// Run decides every window even without completions, so a Signal can
+// shed while nothing completes; it returns when its context ends.
+func TestRunDecidesWithoutCompletions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := mustNew(t, Config{Law: &AIMD{}, Initial: 40, SLO: 5 * time.Millisecond,
+			Signal: &fixedSignal{d: 20 * time.Millisecond}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
+		time.Sleep(time.Second + DefaultWindow/2)
+		cancel()
+		<-done
+		st := a.State()
+		if st.Windows < 8 || st.Limit >= 20 || st.Decision != DecisionShrink {
+			t.Fatalf("Run with an overloaded signal: %d windows, limit %d, %s", st.Windows, st.Limit, st.Decision)
+		}
+	})
+}
+
+func TestStateMarshalsReadableJSON(t *testing.T) {
+	a, _ := mustNew(t, Config{Law: &AIMD{}, Initial: 10})
+	feedWindow(a, epoch, DefaultWindow, time.Millisecond, 10, 10)
+	b, err := json.Marshal(a.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"Decision":"grow"`) || !strings.Contains(string(b), `"Law":"aimd"`) {
+		t.Fatalf("state JSON lacks readable decision or law: %s", b)
 	}
 }

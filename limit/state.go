@@ -31,6 +31,10 @@ func (d Decision) String() string {
 	return "unknown"
 }
 
+// MarshalText writes the decision's name, so State marshals to readable
+// JSON.
+func (d Decision) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
 // State is a snapshot of an Adaptive, for /state, metrics and logs.
 type State struct {
 	Gate string // the attached target's name, if it has one
