@@ -49,12 +49,19 @@
 //     the limit. The baseline is a windowed minimum, not the original's
 //     periodic reset to the current latency (which adopts a loaded latency
 //     as the new normal).
-//   - Gradient2: compares the window with a long-term average; the ratio,
+//   - Gradient2: compares the window with a long-term latency; the ratio,
 //     clamped to [0.5, 1], scales the limit, plus √limit of headroom while
 //     latency holds, blended 20% a window. Unlike the original, headroom
-//     is not added while the gradient is below 1, and the long-term average
-//     learns ten times slower from queueing windows, which is what let the
-//     original drift up under a sustained modest overload.
+//     is not added while the gradient is below 1, and the long-term latency
+//     is a windowed minimum rather than an average of recent samples: the
+//     average follows a sustained modest overload up until queueing looks
+//     normal, which is what let the original drift.
+//
+// Every law's baseline (the latency of an unloaded backend) is the lowest
+// window measure of the last one to two periods of 100 windows: a working
+// limit keeps touching the backend's knee, where latency is unloaded, so
+// the baseline stays true, and a backend that got slower for good is
+// accepted within two periods.
 //
 // A Law keeps its own state (a baseline) and is called under the
 // Adaptive's lock; each Adaptive needs its own.
