@@ -31,8 +31,9 @@ func (b *simBackend) serve() {
 
 // simResult is the gate capacity sampled every 50 ms.
 type simResult struct {
-	at   []time.Duration
-	caps []int64
+	at    []time.Duration
+	caps  []int64
+	ramps []RampState
 }
 
 // settledAfter returns how long after from the capacity entered, and then
@@ -73,6 +74,7 @@ func (r simResult) String() string {
 const (
 	halfTheSlots   = iota // half its workers vanish: concurrency capacity halves
 	doubledService        // every request takes twice as long: throughput halves, concurrency capacity does not
+	stall                 // every request takes 20× as long for 3 s, then the backend is well again
 )
 
 // simulate runs closed-loop clients against a gate driven by law in
@@ -122,8 +124,14 @@ func simulate(t *testing.T, law Law, slo time.Duration, change int, total time.D
 	}
 	wg.Go(func() { // the step
 		time.Sleep(step)
-		if change == doubledService {
+		switch change {
+		case doubledService:
 			be.service.Store(int64(2 * service))
+			return
+		case stall:
+			be.service.Store(int64(20 * service))
+			time.Sleep(3 * time.Second)
+			be.service.Store(int64(service))
 			return
 		}
 		for range slots / 2 { // half the backend's slots are taken for good
@@ -136,6 +144,7 @@ func simulate(t *testing.T, law Law, slo time.Duration, change int, total time.D
 		time.Sleep(50 * time.Millisecond)
 		r.at = append(r.at, time.Since(start))
 		r.caps = append(r.caps, g.Capacity())
+		r.ramps = append(r.ramps, a.State().Ramp)
 	}
 	wg.Wait()
 	return r
@@ -192,4 +201,57 @@ func TestServiceSlowdownRelearned(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRampAfterStall: the backend stalls (20× slower, far above the SLO)
+// for 3 s and recovers. The limit is cut during the stall; afterwards the
+// ramp brings capacity back in steps, each held at least its hold period,
+// without steps back (completions rise with every step), up to the
+// pre-stall level.
+func TestRampAfterStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := simulate(t, &Vegas{}, 100*time.Millisecond, stall, 14*time.Second)
+		var before []int64
+		for i, at := range r.at {
+			if at >= 4*time.Second && at < 5*time.Second {
+				before = append(before, r.caps[i])
+			}
+		}
+		pre := slices.Min(before)
+		lowest := pre
+		var steps []int64
+		var stepAt []time.Duration
+		sawRamp := false
+		for i, rs := range r.ramps {
+			if r.at[i] < 5*time.Second {
+				continue
+			}
+			lowest = min(lowest, r.caps[i])
+			if rs.Active {
+				sawRamp = true
+				if len(steps) == 0 || r.caps[i] != steps[len(steps)-1] {
+					steps = append(steps, r.caps[i])
+					stepAt = append(stepAt, r.at[i])
+				}
+			}
+			if rs.Decision == DecisionRampBack {
+				t.Errorf("ramp stepped back at %v although the backend recovered: %+v", r.at[i], rs)
+			}
+		}
+		t.Logf("pre-stall %d, lowest %d, ramp capacities %v at %v; trajectory %v", pre, lowest, steps, stepAt, r)
+		if !sawRamp || lowest > pre/2 {
+			t.Fatalf("the stall did not cut the limit (lowest %d of %d) or no ramp followed", lowest, pre)
+		}
+		if !slices.IsSorted(steps) || len(steps) < 4 {
+			t.Fatalf("ramp capacities %v: want at least 4 rising steps", steps)
+		}
+		for i := 1; i < len(stepAt); i++ {
+			if held := stepAt[i] - stepAt[i-1]; held < 450*time.Millisecond { // 500 ms hold, sampled every 50 ms
+				t.Fatalf("step %d held %v, less than the hold period", steps[i-1], held)
+			}
+		}
+		if end := r.caps[len(r.caps)-1]; float64(end) < 0.8*float64(pre) {
+			t.Fatalf("capacity %d at the end, want back near the pre-stall %d", end, pre)
+		}
+	})
 }
