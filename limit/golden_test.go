@@ -41,17 +41,7 @@ func feedWindow(a *Adaptive, t0 time.Time, window time.Duration, lat time.Durati
 	return end
 }
 
-func lawByName(name string) (Law, error) {
-	switch name {
-	case "aimd":
-		return &AIMD{}, nil
-	case "vegas":
-		return &Vegas{}, nil
-	case "gradient2":
-		return &Gradient2{}, nil
-	}
-	return nil, fmt.Errorf("unknown law %q", name)
-}
+func lawByName(name string) (Law, error) { return ParseLaw(name) }
 
 // parseScriptConfig reads "config law=vegas initial=20 min=1 max=100 slo=50ms ramp=-1".
 func parseScriptConfig(fields []string) (Config, error) {

@@ -1,7 +1,10 @@
 package limit
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -287,4 +290,26 @@ func (g *Gradient2) Next(limit float64, w Window) float64 {
 		next = limit * gradient
 	}
 	return (1-smooth)*limit + smooth*next
+}
+
+// ErrUnknownLaw is wrapped by ParseLaw's error for a name it does not know.
+var ErrUnknownLaw = errors.New("limit: unknown law")
+
+// LawNames returns the names ParseLaw accepts, in a fixed order.
+func LawNames() []string { return []string{"aimd", "vegas", "gradient2"} }
+
+// ParseLaw returns a new Law with its defaults for a name from LawNames
+// (case-insensitive, surrounding spaces ignored), for flags such as
+// --limit. Any other name, "fixed" included (a fixed gate has no law), is
+// an error wrapping ErrUnknownLaw that lists the valid names.
+func ParseLaw(name string) (Law, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "aimd":
+		return &AIMD{}, nil
+	case "vegas":
+		return &Vegas{}, nil
+	case "gradient2":
+		return &Gradient2{}, nil
+	}
+	return nil, fmt.Errorf("%w %q (want one of %s)", ErrUnknownLaw, name, strings.Join(LawNames(), ", "))
 }
