@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"context"
 	"math"
 	"runtime"
 	"sync"
@@ -91,3 +92,38 @@ type fixedSignal struct {
 }
 
 func (f *fixedSignal) Latency(time.Time) (time.Duration, bool) { return f.d, !f.off }
+
+// A CPU-bound process: more spinning goroutines than Ps. Goroutines wait
+// for a CPU, the runtime's scheduling latency rises far above a 5 ms
+// ceiling, and an Adaptive that uses it as its signal sheds, although no
+// request has completed at all.
+func TestSchedLatencyShedsWhenCPUBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spins the CPU for about a second")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	a, _ := mustNew(t, Config{Law: &AIMD{}, Initial: 40, SLO: 5 * time.Millisecond, Signal: &SchedLatency{}})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				for i := 0; i < 1e5; i++ {
+					_ = i * i
+				}
+			}
+		})
+	}
+	wg.Go(func() { a.Run(ctx) })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && a.State().Decisions[DecisionShrink] < 3 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	st := a.State()
+	if st.Decisions[DecisionShrink] < 3 || st.Limit >= 40 {
+		t.Fatalf("CPU-bound: %d shrinks, limit %d, last scheduling latency %v", st.Decisions[DecisionShrink], st.Limit, st.Latency)
+	}
+	t.Logf("scheduling latency p99 %v; limit 40 -> %d after %d windows", st.Latency, st.Limit, st.Windows)
+}
