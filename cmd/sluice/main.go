@@ -45,6 +45,7 @@ func commands() []command {
 		{"check", "re-judge a saved report against a profile", runCheck},
 		{"report", "summarise, render or merge saved reports", runReport},
 		{"plan", "capacity arithmetic: Little's law, drain time, queue size, retries, fleet", runPlan},
+		{"doctor", "diagnose a running server from its /metrics, /state and goroutines", runDoctor},
 		{"version", "print the module version and VCS revision", runVersion},
 	}
 }
