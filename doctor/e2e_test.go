@@ -47,7 +47,7 @@ func startServer(t *testing.T, capacity int64, hold bool) *liveServer {
 		t.Fatal(err)
 	}
 	s := &liveServer{gate: g, release: make(chan struct{}), client: &http.Client{Transport: &http.Transport{}}}
-	h := mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := mw.Guard(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hold {
 			select {
 			case <-s.release:

@@ -3,6 +3,7 @@ package doctor
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -217,4 +218,55 @@ func FuzzParseGoroutines(f *testing.F) {
 			t.Fatalf("groups hold %d goroutines, total %d", n, s.Total)
 		}
 	})
+}
+
+// Refusals that follow the traffic are not concentrated: a kind with 90 %
+// of the arrivals and 90 % of the refusals is no hotspot.
+func TestRefusalsProportionalToTraffic(t *testing.T) {
+	scrape := func(hot, cold, hotRej, coldRej float64, at time.Time) *Reading {
+		text := fmt.Sprintf(`# TYPE sluice_admission_offered_total counter
+sluice_admission_offered_total{gate="disk",kind="hot"} %[1]v
+sluice_admission_offered_total{gate="disk",kind="cold"} %[2]v
+# TYPE sluice_admission_admitted_total counter
+sluice_admission_admitted_total{gate="disk",kind="hot"} %[5]v
+sluice_admission_admitted_total{gate="disk",kind="cold"} %[6]v
+# TYPE sluice_admission_rejected_total counter
+sluice_admission_rejected_total{gate="disk",kind="hot",reason="full"} %[3]v
+sluice_admission_rejected_total{gate="disk",kind="cold",reason="full"} %[4]v
+# TYPE sluice_admission_completed_total counter
+sluice_admission_completed_total{gate="disk",kind="hot",outcome="ok"} %[5]v
+sluice_admission_completed_total{gate="disk",kind="cold",outcome="ok"} %[6]v
+# TYPE sluice_admission_inflight gauge
+sluice_admission_inflight{gate="disk"} 0
+# TYPE sluice_admission_waiting gauge
+sluice_admission_waiting{gate="disk"} 0
+# TYPE sluice_admission_capacity gauge
+sluice_admission_capacity{gate="disk"} 4
+`, hot, cold, hotRej, coldRej, hot-hotRej, cold-coldRej)
+		r, err := ParseMetrics(strings.NewReader(text), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	t0 := time.Unix(0, 0)
+	proportional := Diagnose(scrape(0, 0, 0, 0, t0), scrape(900, 100, 450, 50, t0.Add(time.Second)), nil)
+	for _, f := range proportional.Findings {
+		if f.Code == CodeRefusalsConcentrated {
+			t.Errorf("proportional refusals reported: %s", f.Seen)
+		}
+	}
+	skewed := Diagnose(scrape(0, 0, 0, 0, t0), scrape(500, 500, 10, 400, t0.Add(time.Second)), nil)
+	found := false
+	for _, f := range skewed.Findings {
+		if f.Code == CodeRefusalsConcentrated {
+			found = true
+			if f.Gate != "disk" || !strings.Contains(f.Seen, "kind cold") || f.Figures["refused_share"] < 0.97 || f.Figures["offered_share"] != 0.5 {
+				t.Errorf("finding %+v", f)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("skewed refusals not reported: %+v", skewed.Findings)
+	}
 }

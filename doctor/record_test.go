@@ -95,7 +95,7 @@ func (r *recorder) scrape(file string) {
 // hold.
 func work(t *testing.T, g *admit.Gate, k admit.Kind, n int, hold time.Duration) {
 	for range n {
-		p, err := g.TryAcquire(k)
+		p, err := g.TryAcquireFor(admit.Request{Kind: k})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func work(t *testing.T, g *admit.Gate, k admit.Kind, n int, hold time.Duration) 
 // refuse offers n attempts to a full gate.
 func refuse(t *testing.T, g *admit.Gate, k admit.Kind, n int) {
 	for range n {
-		if p, err := g.TryAcquire(k); err == nil {
+		if p, err := g.TryAcquireFor(admit.Request{Kind: k}); err == nil {
 			p.Done(admit.OutcomeOK)
 			t.Fatal("gate was not full")
 		}
@@ -119,7 +119,7 @@ func hold(t *testing.T, g *admit.Gate, n int) func() {
 	ps := make([]admit.Permit, n)
 	for i := range ps {
 		var err error
-		if ps[i], err = g.TryAcquire(0); err != nil {
+		if ps[i], err = g.TryAcquire(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +137,7 @@ func waiters(g *admit.Gate, n int, w int64) (stop func()) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			p, err := g.AcquireN(ctx, 0, w)
+			p, err := g.AcquireFor(ctx, admit.Request{Weight: w})
 			if err == nil {
 				<-ctx.Done()
 				p.Done(admit.OutcomeOK)
@@ -226,7 +226,7 @@ func TestRecordSnapshots(t *testing.T) {
 		r := newRecorder(t, "queue_growing_below_capacity")
 		g := r.gate(admit.Config{Name: "disk", Capacity: 4, MaxWaiters: 100, MaxWait: -1, MaxOvertakes: -1})
 		work(t, g, 0, 30, 100*time.Microsecond)
-		big, err := g.TryAcquireN(0, 3) // one heavy permit: 3 of 4 slots
+		big, err := g.TryAcquireFor(admit.Request{Weight: 3}) // one heavy permit: 3 of 4 slots
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +310,7 @@ func TestRecordSnapshots(t *testing.T) {
 		r.scrape("before.prom")
 		work(t, g, 0, 30, 0)
 		for range 3 {
-			p, err := g.TryAcquire(0)
+			p, err := g.TryAcquire()
 			if err != nil {
 				t.Fatal(err)
 			}
