@@ -11,6 +11,10 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/server"
 )
 
 // sluice serve --pprof, then sluice doctor --pprof against its admin
@@ -93,5 +97,39 @@ func TestDoctorExitCodes(t *testing.T) {
 	}
 	if code, _, _ := runCmd(context.Background(), nil, "doctor", "--help"); code != exitOK {
 		t.Errorf("--help: exit %d", code)
+	}
+}
+
+// A real server (the server package) whose only slot is held: doctor sees
+// the stall and exits 1.
+func TestDoctorExitsOneOnStall(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	gm := promsluice.NewGateMetrics()
+	g, err := admit.New(admit.Config{Name: "db", Capacity: 1, Observer: gm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := g.TryAcquire() // held for the whole test: nothing completes
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Listen(context.Background(), server.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
+		Gates: []*admit.Gate{g}, GateMetrics: gm, ShutdownTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-served; p.Done(admit.OutcomeOK) }()
+
+	code, stdout, stderr := runCmd(context.Background(), nil, "doctor", "--admin", srv.AdminAddr().String(), "--interval", "10ms")
+	if code != exitFail || !strings.Contains(stdout, "[critical] stalled") || !strings.Contains(stdout, "gate db: 1 slots held") {
+		t.Errorf("exit %d, want 1 with a stall\n%s\n%s", code, stdout, stderr)
+	}
+	// --pprof against a server without profiles cannot read them: exit 3.
+	code, _, stderr = runCmd(context.Background(), nil, "doctor", "--admin", srv.AdminAddr().String(), "--interval", "1ms", "--pprof")
+	if code != exitInvalid || !strings.Contains(stderr, "HTTP 404") || !strings.Contains(stderr, "--pprof") {
+		t.Errorf("--pprof without profiles: exit %d\n%s", code, stderr)
 	}
 }
