@@ -351,11 +351,12 @@ func gateFindings(b, a *GateReading, g GateRates, dt float64, families map[strin
 				"waiting_before": b.Waiting, "waiting_after": a.Waiting}})
 	}
 
-	// Little's law: mean slots held ≈ completions × mean hold. The hold
-	// histogram's sum over the interval is exactly the slot-seconds that
-	// completed in it, so sum/dt is the L that completions account for.
+	// Little's law: mean slots held ≈ completion rate × mean hold (L = λW).
+	// The mean comes from the hold histogram, the rate from the completion
+	// counter, so a gate that times only a sample of its permits
+	// (admit.Config.SampleEvery) is judged fairly.
 	if completions && !stalled && a.HoldCount > b.HoldCount && a.Inflight >= 2 && b.Inflight >= 2 {
-		explained := (a.HoldSum - b.HoldSum) / dt
+		explained := g.Completed * g.HoldMean
 		held := math.Min(a.Inflight, b.Inflight)
 		if held > LittleFactor*explained+1 {
 			out = append(out, Finding{Code: CodeLittleMismatch, Severity: Critical, Gate: name,

@@ -38,11 +38,11 @@
 //     interval reached 2, or grew by a quarter over its earlier ratio
 //     (sluice_retry_originals_total and sluice_retry_attempts_total).
 //   - littles_law_mismatch: slots held (the inflight gauge at both
-//     readings) more than twice what completions account for. The hold
-//     histogram's sum over the interval, divided by the interval, is the
-//     mean number of slots that completed work occupied (L = λW); slots
-//     beyond it are held by work that does not complete: a leak, a hang,
-//     or a missing completion counter.
+//     readings) more than twice what completions account for. The
+//     completion rate times the mean hold over the interval is the mean
+//     number of slots that completed work occupied (L = λW); slots beyond
+//     it are held by work that does not complete: a leak, a hang, or a
+//     missing completion counter.
 //   - counter_missing: an admission family is missing, a gate in /state
 //     is not in /metrics, or offered ≠ admitted + rejected + waiting (or
 //     admitted ≠ completed + inflight) in a reading. Rules that need the

@@ -270,3 +270,49 @@ sluice_admission_capacity{gate="disk"} 4
 		t.Errorf("skewed refusals not reported: %+v", skewed.Findings)
 	}
 }
+
+// A gate that times one permit in eight (admit.Config.SampleEvery) has a
+// hold histogram with an eighth of the completions: Little's law must use
+// the mean hold and the completion counter, not the histogram's sum.
+func TestLittleWithSampledHolds(t *testing.T) {
+	scrape := func(completed, holdCount, holdSum float64, at time.Time) *Reading {
+		text := fmt.Sprintf(`# TYPE sluice_admission_offered_total counter
+sluice_admission_offered_total{gate="disk",kind="read"} %[1]v
+# TYPE sluice_admission_admitted_total counter
+sluice_admission_admitted_total{gate="disk",kind="read"} %[1]v
+# TYPE sluice_admission_rejected_total counter
+sluice_admission_rejected_total{gate="disk",kind="read",reason="full"} 0
+# TYPE sluice_admission_completed_total counter
+sluice_admission_completed_total{gate="disk",kind="read",outcome="ok"} %[2]v
+# TYPE sluice_admission_inflight gauge
+sluice_admission_inflight{gate="disk"} 8
+# TYPE sluice_admission_waiting gauge
+sluice_admission_waiting{gate="disk"} 0
+# TYPE sluice_admission_capacity gauge
+sluice_admission_capacity{gate="disk"} 16
+# TYPE sluice_admission_hold_seconds histogram
+sluice_admission_hold_seconds_bucket{gate="disk",kind="read",le="+Inf"} %[3]v
+sluice_admission_hold_seconds_sum{gate="disk",kind="read"} %[4]v
+sluice_admission_hold_seconds_count{gate="disk",kind="read"} %[3]v
+`, completed+8, completed, holdCount, holdSum)
+		r, err := ParseMetrics(strings.NewReader(text), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	t0 := time.Unix(0, 0)
+	// 800 completions a second of 10 ms each keep 8 slots busy; only 100
+	// of them were timed.
+	d := Diagnose(scrape(0, 0, 0, t0), scrape(800, 100, 1.0, t0.Add(time.Second)), nil)
+	for _, f := range d.Findings {
+		if f.Code == CodeLittleMismatch {
+			t.Errorf("sampled holds read as a leak: %s", f.Seen)
+		}
+	}
+	// The same scrape with a tenth of the completions does not add up.
+	d = Diagnose(scrape(0, 0, 0, t0), scrape(80, 10, 0.1, t0.Add(time.Second)), nil)
+	if len(d.Findings) != 1 || d.Findings[0].Code != CodeLittleMismatch {
+		t.Errorf("findings %+v, want littles_law_mismatch", d.Findings)
+	}
+}
