@@ -63,8 +63,10 @@
 // /state is optional (Config.NoState). Metric families it does not know
 // are ignored, so newer servers stay readable. The goroutine dump parser
 // is hand-written: it needs only each goroutine's wait state and function
-// names from a small, stable text format, which a general stack-parsing
-// library would not make simpler.
+// names from a small, stable text format. Measured against a general
+// stack-trace parser on a 1,000-goroutine dump it was about 12 times faster
+// with a seventh of the memory (docs/bench/doctor.md), and it adds no
+// dependency.
 //
 // Everything here is safe for concurrent use: Run holds no state between
 // calls, and Readings and Diagnoses are not modified after they are built.
