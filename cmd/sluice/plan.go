@@ -174,8 +174,31 @@ func planLittle(e env, args []string) int {
 	fs.Var(secondsValue{&in.TotalTime}, "total-time", "W: average time from arrival to completion (200ms or 0.2)")
 	fs.Var(secondsValue{&in.QueueTime}, "queue-time", "Wq: average time from arrival to start of work (50ms or 0.05)")
 	fs.StringVar(&in.Statistic, "stat", "mean", "what the figures are; only mean is meaningful (p99, max are refused)")
+	reportPath := fs.String("report", "", "take --rate and --total-time from this `sluice load` JSON report (requests answered, their mean request time)")
+	step := fs.Int("step", 0, "with --report: the step to read, from 1 (0: the last)")
+	window := fs.Int("window", 0, "with --report: the window to read, from 1 (0: all windows of the step)")
 	if code, ok := planParse(fs, e, args); !ok {
 		return code
+	}
+	if *reportPath != "" {
+		rep, err := load.ReadReport(*reportPath)
+		if err != nil {
+			return planFail(e, fs, err)
+		}
+		rate, total, err := littleFromReport(rep, *step, *window)
+		if err != nil {
+			return planFail(e, fs, fmt.Errorf("%s: %w", *reportPath, err))
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rate"] {
+			in.Rate = rate
+		}
+		if !set["total-time"] && !set["queue-time"] {
+			in.TotalTime = total
+		}
+	} else if *step != 0 || *window != 0 {
+		return planFail(e, fs, errors.New("--step and --window need --report"))
 	}
 	r, err := in.Solve()
 	if err != nil {
@@ -215,42 +238,79 @@ func planLittle(e env, args []string) int {
 	return exitOK
 }
 
-// drainFromReport turns a saved load report into drain rates: per second
-// over the chosen windows, offered is every scheduled arrival, refused the
-// answers that turned work away (HTTP refusals plus the driver's own drops,
-// which never reached the server), completed the ok answers. step and
-// window are 1-based; 0 means the last step and all of its windows.
-func drainFromReport(r *load.Report, step, window int) (plan.Drain, error) {
+// reportWindows picks the windows of a report: step and window are
+// 1-based; 0 means the last step and all of its windows.
+func reportWindows(r *load.Report, step, window int) (int, []load.Window, error) {
 	if len(r.Steps) == 0 {
-		return plan.Drain{}, errors.New("the report has no steps")
+		return 0, nil, errors.New("the report has no steps")
 	}
 	if step < 0 || step > len(r.Steps) {
-		return plan.Drain{}, fmt.Errorf("--step %d: the report has steps 1 to %d", step, len(r.Steps))
+		return 0, nil, fmt.Errorf("--step %d: the report has steps 1 to %d", step, len(r.Steps))
 	}
 	if step == 0 {
 		step = len(r.Steps)
 	}
 	s := r.Steps[step-1]
 	if window < 0 || window > len(s.Windows) {
-		return plan.Drain{}, fmt.Errorf("--window %d: step %d has windows 1 to %d", window, step, len(s.Windows))
+		return 0, nil, fmt.Errorf("--window %d: step %d has windows 1 to %d", window, step, len(s.Windows))
 	}
 	windows := s.Windows
 	if window > 0 {
 		windows = windows[window-1 : window]
 	}
+	if len(windows) == 0 {
+		return 0, nil, fmt.Errorf("step %d has no windows", step)
+	}
+	for _, w := range windows {
+		if !(w.DurationS > 0) || math.IsInf(w.DurationS, 0) {
+			return 0, nil, fmt.Errorf("step %d window %d: duration %v s is not a positive number", step, w.Index, w.DurationS)
+		}
+	}
+	return step, windows, nil
+}
+
+// littleFromReport reads Little's law figures as the driver saw them: the
+// rate of requests that got an HTTP answer and their mean request time
+// (sent to done), over the chosen windows. Their product is the mean number
+// of requests the server had in hand.
+func littleFromReport(r *load.Report, step, window int) (rate, totalTime float64, err error) {
+	step, windows, err := reportWindows(r, step, window)
+	if err != nil {
+		return 0, 0, err
+	}
+	var secs, n, weighted float64
+	for _, w := range windows {
+		secs += w.DurationS
+		d := w.Latency.RequestTime
+		if d.Count < 0 || math.IsNaN(d.Mean) || math.IsInf(d.Mean, 0) || d.Mean < 0 {
+			return 0, 0, fmt.Errorf("step %d window %d: bad request time summary", step, w.Index)
+		}
+		n += float64(d.Count)
+		weighted += float64(d.Count) * d.Mean
+	}
+	if n == 0 {
+		return 0, 0, fmt.Errorf("step %d: no request got an answer, so there is no request time", step)
+	}
+	return n / secs, weighted / n / 1000, nil
+}
+
+// drainFromReport turns a saved load report into drain rates: per second
+// over the chosen windows, offered is every scheduled arrival, refused the
+// answers that turned work away (HTTP refusals plus the driver's own drops,
+// which never reached the server), completed the ok answers. step and
+// window are 1-based; 0 means the last step and all of its windows.
+func drainFromReport(r *load.Report, step, window int) (plan.Drain, error) {
+	_, windows, err := reportWindows(r, step, window)
+	if err != nil {
+		return plan.Drain{}, err
+	}
 	var secs float64
 	var scheduled, refused, ok int64
 	for _, w := range windows {
-		if !(w.DurationS > 0) || math.IsInf(w.DurationS, 0) {
-			return plan.Drain{}, fmt.Errorf("step %d window %d: duration %v s is not a positive number", step, w.Index, w.DurationS)
-		}
 		secs += w.DurationS
 		scheduled += w.Counts.Scheduled
 		refused += w.Counts.Refused + w.Counts.Dropped
 		ok += w.Counts.OK
-	}
-	if secs == 0 {
-		return plan.Drain{}, fmt.Errorf("step %d has no windows", step)
 	}
 	if scheduled < 0 || refused < 0 || ok < 0 {
 		return plan.Drain{}, errors.New("the report has negative counts")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/load"
+	"github.com/sluicehq/sluice/plan"
 )
 
 // The backlog drain table through the CLI, to the digit: backlog 120,000
@@ -178,6 +179,48 @@ func TestPlanDrainFromLoadReport(t *testing.T) {
 	}
 }
 
+// Little's law from a saved report: the rate of answered requests and
+// their mean request time give the requests the server had in hand.
+func TestPlanLittleFromLoadReport(t *testing.T) {
+	path := filepath.Join("testdata", "plan", "report.json")
+	rep, err := load.ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secs, n, sum float64
+	for _, w := range rep.Steps[len(rep.Steps)-1].Windows {
+		secs += w.DurationS
+		n += float64(w.Latency.RequestTime.Count)
+		sum += float64(w.Latency.RequestTime.Count) * w.Latency.RequestTime.Mean
+	}
+	code, stdout, stderr := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--json")
+	var got struct {
+		Scope  string  `json:"scope"`
+		Rate   float64 `json:"rate_per_second"`
+		Count  float64 `json:"count"`
+		Time   float64 `json:"time_seconds"`
+		Solved string  `json:"solved"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != exitOK {
+		t.Fatalf("exit %d %v\n%s%s", code, err, stdout, stderr)
+	}
+	wantRate, wantTime := n/secs, sum/n/1000
+	if got.Scope != "system" || got.Solved != "count" || got.Rate != wantRate || math.Abs(got.Time-wantTime) > 1e-12 || math.Abs(got.Count-wantRate*wantTime) > 1e-9 {
+		t.Errorf("got %+v, want rate %v time %v", got, wantRate, wantTime)
+	}
+	// A server-side count far from what the driver saw does not add up.
+	if code, stdout, _ := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--in-system", "50"); code != exitFail || !strings.Contains(stdout, "does NOT add up") {
+		t.Errorf("check: exit %d\n%s", code, stdout)
+	}
+	// The report's total time with a queue count is the mixing refused.
+	if code, _, stderr := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--queued", "3"); code != exitUsage || !strings.Contains(stderr, "overstates the queue") {
+		t.Errorf("mixed: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := runCmd(context.Background(), nil, "plan", "little", "--window", "1", "--rate", "1"); code != exitUsage || !strings.Contains(stderr, "need --report") {
+		t.Errorf("--window without --report: exit %d\n%s", code, stderr)
+	}
+}
+
 // FuzzPlanArgs: any command line either computes (0 or 1) or is refused
 // with exit 2 and a reason; never a panic, and --json output is JSON.
 func FuzzPlanArgs(f *testing.F) {
@@ -231,6 +274,16 @@ func FuzzPlanDrainReport(f *testing.F) {
 			if _, err := d.Solve(); err != nil {
 				t.Fatalf("rates %+v from a valid report: %v", d, err)
 			}
+		}
+		for _, sw := range [][2]int{{0, 0}, {1, 1}} {
+			rate, total, err := littleFromReport(rep, sw[0], sw[1])
+			if err != nil {
+				continue
+			}
+			if rate <= 0 || total < 0 || math.IsNaN(total) || math.IsInf(total, 0) {
+				t.Fatalf("rate %v, total time %v from a valid report", rate, total)
+			}
+			_, _ = plan.Little{Rate: rate, TotalTime: total}.Solve() // refused or solved, never a panic
 		}
 	})
 }
