@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/maruel/panicparse/v2 v2.5.0
 	github.com/sluicehq/sluice v0.0.0
 	github.com/sony/gobreaker/v2 v2.4.0
 	golang.org/x/sync v0.25.0
