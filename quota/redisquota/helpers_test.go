@@ -1,0 +1,51 @@
+package redisquota
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newClient returns a client for srv that fails fast: connection errors
+// must reach the breaker, not be retried for seconds.
+func newClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 16,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func startRedis(t *testing.T) (*redistest.Server, *redis.Client) {
+	srv := redistest.Start(t)
+	return srv, newClient(t, srv.Addr())
+}
+
+// deadAddr is a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func mustNew(t testing.TB, cfg Config) *Quota {
+	t.Helper()
+	q, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
