@@ -1,6 +1,9 @@
 package redisquota
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"net"
 	"testing"
 	"time"
@@ -11,7 +14,35 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Re-executed as a slot holder by TestKilledHolderSlotsReturn.
+	if addr := os.Getenv(helperEnv); addr != "" {
+		holdSlotsForever(addr)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+const helperEnv = "SLUICE_TEST_HOLD_SLOTS_ADDR"
+
+// holdSlotsForever takes two slots of the "killme" gate, says so on
+// stdout, and keeps renewing them until it is killed.
+func holdSlotsForever(addr string) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	s, err := NewSlots(SlotsConfig{Name: "killme", Capacity: 3, Client: c, TTL: 600 * time.Millisecond})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	for range 2 {
+		if _, err := s.TryAcquire(context.Background()); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("held")
+	select {}
+}
 
 // newClient returns a client for srv that fails fast: connection errors
 // must reach the breaker, not be retried for seconds.
