@@ -3,8 +3,8 @@ package redisquota
 import (
 	"context"
 	"fmt"
-	"os"
 	"net"
+	"os"
 	"testing"
 	"time"
 
