@@ -208,8 +208,12 @@ func New(cfg Config) (*Quota, error) {
 	}
 	q.shardMask = uint64(n - 1)
 	q.shards = make([]shard, n)
-	per := (cfg.MaxKeys + n - 1) / n
 	for i := range q.shards {
+		// Shard bounds add up to exactly MaxKeys.
+		per := cfg.MaxKeys / n
+		if i < cfg.MaxKeys%n {
+			per++
+		}
 		// The LRU's own capacity is never reached: lookup makes room
 		// first, so every eviction is counted and follows WhenFull.
 		q.shards[i].lru, _ = simplelru.NewLRU[string, *entry](per+1, nil)

@@ -115,7 +115,7 @@ func TestDecideReportsBucketState(t *testing.T) {
 }
 
 func TestKeyTableBounded(t *testing.T) {
-	for _, maxKeys := range []int{1, 100, 5000} {
+	for _, maxKeys := range []int{1, 100, 5000, 4097} {
 		q := mustNew(t, Config{Rate: 1, Burst: 1, MaxKeys: maxKeys, IdleTimeout: -1})
 		t0 := time.Unix(1000, 0)
 		const n = 20_000
