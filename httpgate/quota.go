@@ -94,7 +94,7 @@ func Quota(cfg QuotaConfig, next http.Handler) (http.Handler, error) {
 			h := w.Header()
 			h.Add("RateLimit-Policy", policy)
 			var re *admit.RejectedError
-			if errors.As(err, &re) && re.Reason == admit.ReasonRate {
+			if errors.As(err, &re) && re.Reason() == admit.ReasonRate {
 				h.Add("RateLimit", prefix+"r=0;t="+strconv.Itoa(re.RetryAfterSeconds()))
 			} else if err == nil {
 				h.Add("RateLimit", prefix+"r="+strconv.Itoa(d.Remaining)+";t="+strconv.Itoa(ceilSeconds(d.Reset)))

@@ -9,8 +9,8 @@
 //	...
 //	if err := q.AllowN(apiKey, cost); err != nil {
 //		var re *admit.RejectedError
-//		if errors.As(err, &re) && re.Reason == admit.ReasonRate {
-//			// 429; come back after re.RetryAfter
+//		if errors.As(err, &re) && re.Reason() == admit.ReasonRate {
+//			// 429; come back after re.RetryAfter()
 //		}
 //		return err
 //	}

@@ -23,7 +23,7 @@ func Example() {
 	err = q.AllowNAt("alice", 2, now)
 	var re *admit.RejectedError
 	if errors.As(err, &re) {
-		fmt.Println(re.Reason, re.RetryAfter, re.RetryAfterSeconds())
+		fmt.Println(re.Reason(), re.RetryAfter(), re.RetryAfterSeconds())
 	}
 	fmt.Println(q.AllowNAt("bob", 1, now)) // bob has his own bucket
 	// Output:

@@ -219,8 +219,7 @@ func New(cfg Config) (*Quota, error) {
 		q.shards[i].lru, _ = simplelru.NewLRU[string, *entry](per+1, nil)
 		q.shards[i].max = per
 	}
-	q.fullErr = &admit.RejectedError{Gate: q.name, Reason: admit.ReasonFull,
-		Inflight: int64(cfg.MaxKeys), Capacity: int64(cfg.MaxKeys), RetryAfter: time.Second}
+	q.fullErr = admit.NewRejectedError(q.name, "", admit.ReasonFull, int64(cfg.MaxKeys), int64(cfg.MaxKeys), time.Second)
 	return q, nil
 }
 
@@ -311,11 +310,7 @@ func (q *Quota) decide(key string, cost int, now time.Time, wantState bool) (Dec
 	tokens := e.lim.TokensAt(now)
 	s.mu.Unlock()
 	wait := durationOf((float64(cost) - tokens) / float64(q.limit))
-	re := &admit.RejectedError{
-		Gate: q.name, Reason: admit.ReasonRate,
-		Inflight: int64(q.burst) - int64(max(tokens, 0)), Capacity: int64(q.burst),
-		RetryAfter: wait,
-	}
+	re := admit.NewRejectedError(q.name, "", admit.ReasonRate, int64(q.burst)-int64(max(tokens, 0)), int64(q.burst), wait)
 	q.observe(Event{Quota: q.name, Cost: cost, Reason: admit.ReasonRate, RetryAfter: wait})
 	return Decision{Remaining: max(int(tokens), 0), Reset: q.resetFrom(tokens)}, re
 }

@@ -51,11 +51,11 @@ func TestRetryAfterFollowsRefill(t *testing.T) {
 	}
 	for _, c := range cases {
 		re := rejected(t, q.AllowNAt("k", c.cost, t0.Add(c.at)))
-		if re.Reason != admit.ReasonRate || re.Gate != "api" {
+		if re.Reason() != admit.ReasonRate || re.Gate() != "api" {
 			t.Fatalf("refusal %+v: want reason rate from gate api", re)
 		}
-		if d := re.RetryAfter - c.want; d < -time.Microsecond || d > time.Microsecond {
-			t.Fatalf("cost %d at +%v: RetryAfter %v, want %v (the bucket's refill time)", c.cost, c.at, re.RetryAfter, c.want)
+		if d := re.RetryAfter() - c.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Fatalf("cost %d at +%v: RetryAfter %v, want %v (the bucket's refill time)", c.cost, c.at, re.RetryAfter(), c.want)
 		}
 		if !errors.Is(re, admit.ErrRejected) {
 			t.Fatal("a quota refusal must match admit.ErrRejected")
@@ -63,8 +63,8 @@ func TestRetryAfterFollowsRefill(t *testing.T) {
 	}
 	// Waiting exactly RetryAfter admits.
 	re := rejected(t, q.AllowNAt("k", 2, t0))
-	if err := q.AllowNAt("k", 2, t0.Add(re.RetryAfter)); err != nil {
-		t.Fatalf("after RetryAfter %v the cost must be admitted: %v", re.RetryAfter, err)
+	if err := q.AllowNAt("k", 2, t0.Add(re.RetryAfter())); err != nil {
+		t.Fatalf("after RetryAfter %v the cost must be admitted: %v", re.RetryAfter(), err)
 	}
 	if re.RetryAfterSeconds() != 1 {
 		t.Fatalf("RetryAfterSeconds %d, want 1 (rounded up)", re.RetryAfterSeconds())
@@ -76,8 +76,8 @@ func TestRetryAfterLongWaitRoundsUp(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	_ = q.AllowNAt("k", 2, t0)
 	re := rejected(t, q.AllowNAt("k", 1, t0))
-	if re.RetryAfter != 2500*time.Millisecond || re.RetryAfterSeconds() != 3 {
-		t.Fatalf("RetryAfter %v (%d s), want 2.5s (3 s)", re.RetryAfter, re.RetryAfterSeconds())
+	if re.RetryAfter() != 2500*time.Millisecond || re.RetryAfterSeconds() != 3 {
+		t.Fatalf("RetryAfter %v (%d s), want 2.5s (3 s)", re.RetryAfter(), re.RetryAfterSeconds())
 	}
 }
 
@@ -160,8 +160,8 @@ func TestRefuseNewWhenFull(t *testing.T) {
 	_ = q.AllowNAt("a", 1, t0)
 	_ = q.AllowNAt("b", 1, t0)
 	re := rejected(t, q.AllowNAt("c", 1, t0.Add(time.Second)))
-	if re.Reason != admit.ReasonFull || !re.Reason.Overload() {
-		t.Fatalf("new key into a full RefuseNew table: reason %v, want full", re.Reason)
+	if re.Reason() != admit.ReasonFull || !re.Reason().Overload() {
+		t.Fatalf("new key into a full RefuseNew table: reason %v, want full", re.Reason())
 	}
 	if st := q.Stats(); st.RefusedFull != 1 || st.Keys != 2 || st.EvictedLRU != 0 {
 		t.Fatalf("stats %+v", st)

@@ -25,7 +25,7 @@ func Example() {
 	_, err = q.Decide(context.Background(), "api-key-1", 1)
 	var re *admit.RejectedError
 	if errors.As(err, &re) {
-		fmt.Println("refused:", re.Reason, "retry after", re.RetryAfter)
+		fmt.Println("refused:", re.Reason(), "retry after", re.RetryAfter())
 	}
 }
 

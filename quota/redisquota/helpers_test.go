@@ -29,7 +29,7 @@ const helperEnv = "SLUICE_TEST_HOLD_SLOTS_ADDR"
 // stdout, and keeps renewing them until it is killed.
 func holdSlotsForever(addr string) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	s, err := NewSlots(SlotsConfig{Name: "killme", Capacity: 3, Client: c, TTL: 600 * time.Millisecond})
+	s, err := NewSlots(SlotsConfig{Name: "killme", Capacity: 3, Client: c, TTL: time.Second})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)

@@ -154,7 +154,7 @@ type lease struct {
 	// trip, so a client over its quota does not cost Redis a call per
 	// request.
 	emptyUntil time.Time
-	emptyErr   *admit.RejectedError
+	emptyCost  int // the smallest cost refused until emptyUntil
 }
 
 // New returns a fleet Quota for cfg, or an error wrapping
@@ -322,11 +322,8 @@ func (q *Quota) result(r reply, cost int) (quota.Decision, error) {
 	d := quota.Decision{Remaining: r.remaining, Reset: r.reset}
 	if r.granted == 0 {
 		q.fleetLimited.Add(1)
-		return d, &admit.RejectedError{
-			Gate: q.policy.Name, Reason: admit.ReasonRate,
-			Inflight: int64(q.policy.Burst - r.remaining), Capacity: int64(q.policy.Burst),
-			RetryAfter: r.retry,
-		}
+		return d, admit.NewRejectedError(q.policy.Name, "", admit.ReasonRate,
+			int64(q.policy.Burst-r.remaining), int64(q.policy.Burst), r.retry)
 	}
 	q.fleetAllowed.Add(1)
 	return d, nil
@@ -359,11 +356,11 @@ func (q *Quota) decideLease(ctx context.Context, key string, cost int) (quota.De
 		q.fleetAllowed.Add(1)
 		return quota.Decision{Remaining: l.tokens}, nil
 	}
-	if now.Before(l.emptyUntil) && l.emptyErr != nil && l.emptyErr.Inflight >= int64(cost) {
+	if now.Before(l.emptyUntil) && cost >= l.emptyCost {
 		q.fleetLimited.Add(1)
-		re := *l.emptyErr
-		re.RetryAfter = l.emptyUntil.Sub(now)
-		return quota.Decision{Reset: re.RetryAfter}, &re
+		wait := l.emptyUntil.Sub(now)
+		return quota.Decision{Reset: wait}, admit.NewRejectedError(q.policy.Name, "", admit.ReasonRate,
+			int64(q.policy.Burst), int64(q.policy.Burst), wait)
 	}
 	q.leaseCalls.Add(1)
 	r, err := q.call(ctx, key, cost-l.tokens, max(q.leaseSize, cost)-l.tokens)
@@ -373,10 +370,8 @@ func (q *Quota) decideLease(ctx context.Context, key string, cost int) (quota.De
 	if r.granted == 0 {
 		d, err := q.result(r, cost)
 		// Remember the refusal for this cost or more until Redis said
-		// the bucket refills (Inflight carries the cost it was for).
-		l.emptyUntil = now.Add(r.retry)
-		l.emptyErr = &admit.RejectedError{Gate: q.policy.Name, Reason: admit.ReasonRate,
-			Inflight: int64(cost - l.tokens), Capacity: int64(q.policy.Burst)}
+		// the bucket refills.
+		l.emptyUntil, l.emptyCost = now.Add(r.retry), cost
 		return d, err
 	}
 	l.tokens += r.granted - cost
@@ -391,16 +386,13 @@ func (q *Quota) decideFallback(ctx context.Context, key string, cost int, err er
 		if errors.Is(ctxErr, context.DeadlineExceeded) {
 			reason = admit.ReasonDeadline
 		}
-		return quota.Decision{}, &admit.RejectedError{Gate: q.policy.Name, Reason: reason, RetryAfter: time.Second}
+		return quota.Decision{}, admit.NewRejectedError(q.policy.Name, "", reason, 0, 0, time.Second)
 	}
 	q.inFallback.Store(true)
 	q.fallbacks.Add(1)
 	if q.local == nil {
 		q.refusedStore.Add(1)
-		return quota.Decision{}, &admit.RejectedError{
-			Gate: q.policy.Name, Reason: admit.ReasonBreakerOpen,
-			Capacity: int64(q.policy.Burst), RetryAfter: time.Second,
-		}
+		return quota.Decision{}, admit.NewRejectedError(q.policy.Name, "", admit.ReasonBreakerOpen, 0, int64(q.policy.Burst), time.Second)
 	}
 	return q.local.Decide(ctx, key, cost)
 }

@@ -220,7 +220,7 @@ func (s *Slots) refuse(r admit.Reason, inflight int64) *admit.RejectedError {
 	if r == admit.ReasonBreakerOpen {
 		retry = s.ttl
 	}
-	return &admit.RejectedError{Gate: s.name, Reason: r, Inflight: inflight, Capacity: s.capacity, RetryAfter: retry}
+	return admit.NewRejectedError(s.name, "", r, inflight, s.capacity, retry)
 }
 
 func (s *Slots) forget(member string) {

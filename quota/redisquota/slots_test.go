@@ -42,7 +42,7 @@ func TestSlotsSharedCapacity(t *testing.T) {
 				l, err := g.TryAcquire(context.Background())
 				if err != nil {
 					var re *admit.RejectedError
-					if !errors.As(err, &re) || re.Reason != admit.ReasonFull {
+					if !errors.As(err, &re) || re.Reason() != admit.ReasonFull {
 						t.Errorf("refusal %v, want reason full", err)
 						return
 					}
@@ -144,8 +144,8 @@ func TestSlotsRenewedWhileHeld(t *testing.T) {
 // killed with SIGKILL; its slots come back within the TTL.
 func TestKilledHolderSlotsReturn(t *testing.T) {
 	srv, c := startRedis(t)
-	const ttl = 600 * time.Millisecond
-	s := mustSlots(t, SlotsConfig{Name: "killme", Capacity: 3, Client: c, TTL: ttl})
+	const ttl = 1000 * time.Millisecond // the helper's TTL
+	s := mustSlots(t, SlotsConfig{Name: "killme", Capacity: 3, Client: c, TTL: ttl, Timeout: time.Second})
 	mine, err := s.TryAcquire(context.Background()) // keeps the set alive through renewals
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +202,7 @@ func TestSlotsRedisDownFailsClosed(t *testing.T) {
 	start := time.Now()
 	_, err := s.TryAcquire(context.Background())
 	var re *admit.RejectedError
-	if !errors.As(err, &re) || re.Reason != admit.ReasonBreakerOpen {
+	if !errors.As(err, &re) || re.Reason() != admit.ReasonBreakerOpen {
 		t.Fatalf("got %v, want breaker_open", err)
 	}
 	if d := time.Since(start); d > time.Second {
@@ -223,7 +223,7 @@ func TestSlotsClose(t *testing.T) {
 	s.Close()
 	_, err = s.TryAcquire(context.Background())
 	var re *admit.RejectedError
-	if !errors.As(err, &re) || re.Reason != admit.ReasonClosed || !errors.Is(err, admit.ErrClosed) {
+	if !errors.As(err, &re) || re.Reason() != admit.ReasonClosed || !errors.Is(err, admit.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 	for _, cfg := range []SlotsConfig{{}, {Client: c}, {Client: c, Capacity: 1, TTL: time.Millisecond}, {Client: c, Capacity: 1, Name: "x y"}} {
