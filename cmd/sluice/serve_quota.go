@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -268,6 +269,11 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 		opts.MaxRetries = -1
 		opts.DialTimeout = max(o.timeout, 100*time.Millisecond)
 		opts.ContextTimeoutEnabled = true
+		// go-redis logs pool errors (every failed dial while Redis is
+		// down) through a process-wide logger that writes to stderr;
+		// send them to ours at debug level instead: the breaker and the
+		// quota's own warnings already say what matters.
+		redis.SetLogger(redisLogger{logger})
 		client = redis.NewClient(opts)
 		o.closers = append(o.closers, func() { _ = client.Close() })
 	}
@@ -316,6 +322,15 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 func (o *quotaOptions) close() {
 	for _, c := range o.closers {
 		c()
+	}
+}
+
+// redisLogger adapts go-redis's internal logging to slog at debug level.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if r.l != nil {
+		r.l.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -330,5 +331,64 @@ func TestServeFleetQuotaThreeProcesses(t *testing.T) {
 				t.Fatalf("admitted %d, limited %d, other %d: the quota was not exercised as expected", ok.Load(), limited.Load(), other.Load())
 			}
 		})
+	}
+}
+
+// TestServeQuotaRedisDownFailsOpen: with Redis unreachable, serve still
+// answers within its share (burst 8 over 4 instances: 2 at once), and
+// /metrics says it is deciding in fallback mode.
+func TestServeQuotaRedisDownFailsOpen(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runServe(ctx, env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}, []string{
+			"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+			"--quota", "name=down,rate=0.4/s,burst=8,key=header:X-Api-Key",
+			"--quota-redis", "redis://" + dead + "/0", "--quota-instances", "4"})
+	}()
+	rec := logRecord(t, &out, "serving")
+	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var codes []int
+	for range 4 {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+		req.Header.Set("X-Api-Key", "k")
+		start := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("a request took %v with Redis down", d)
+		}
+		codes = append(codes, resp.StatusCode)
+	}
+	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 || codes[3] != 429 {
+		t.Fatalf("codes %v, want the share of 2 admitted then 429", codes)
+	}
+	resp, err := c.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `sluice_quota_mode{mode="fallback",quota="down"} 1`) {
+		t.Fatalf("/metrics does not show fallback mode:\n%s", b)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
 	}
 }
