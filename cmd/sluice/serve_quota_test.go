@@ -21,6 +21,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/quota"
+
+	"go.uber.org/goleak"
 )
 
 func TestParseQuotaSpec(t *testing.T) {
@@ -134,6 +136,7 @@ func TestServeQuotaBadFlagsExitTwo(t *testing.T) {
 // request of a key within a second gets 429 with the contract's answer,
 // and /metrics shows the quota.
 func TestServeQuota429(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out lockedBuffer
@@ -338,6 +341,7 @@ func TestServeFleetQuotaThreeProcesses(t *testing.T) {
 // answers within its share (burst 8 over 4 instances: 2 at once), and
 // /metrics says it is deciding in fallback mode.
 func TestServeQuotaRedisDownFailsOpen(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@
 // reused, so a late Done cannot free someone else's slot. Refusals are
 // *admit.RejectedError: full when the fleet is at capacity, breaker_open
 // when Redis cannot be reached (slots fail closed: an uncounted slot is
-// what the gate exists to prevent).
+// what the gate exists to prevent), with the same breaker as quotas.
 //
 // A slot is held only while its lease is renewed. An instance that cannot
 // reach Redis for longer than TTL loses its leases (Stats.Lost) even

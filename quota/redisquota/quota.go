@@ -182,12 +182,6 @@ func New(cfg Config) (*Quota, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.BreakerFailures == 0 {
-		cfg.BreakerFailures = DefaultBreakerFailures
-	}
-	if cfg.BreakerCooldown == 0 {
-		cfg.BreakerCooldown = DefaultBreakerCooldown
-	}
 	if cfg.LeaseSize == 0 {
 		cfg.LeaseSize = max(1, p.Burst/10)
 	}
@@ -229,23 +223,7 @@ func New(cfg Config) (*Quota, error) {
 		}
 		q.leases, _ = lru.New[string, *lease](size)
 	}
-	failures := uint32(cfg.BreakerFailures)
-	q.breaker = gobreaker.NewTwoStepCircuitBreaker(gobreaker.Settings{
-		Name:        p.Name,
-		MaxRequests: 1,
-		Timeout:     cfg.BreakerCooldown,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			if q.logger == nil {
-				return
-			}
-			if to == gobreaker.StateOpen {
-				q.logger.Warn("quota: Redis unreachable, deciding by the fallback policy", "quota", p.Name, "fallback", cfg.Fallback.String())
-			} else if to == gobreaker.StateClosed {
-				q.logger.Info("quota: Redis reachable again, fleet mode resumed", "quota", p.Name)
-			}
-		},
-	})
+	q.breaker = newBreaker(p.Name, cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Logger)
 	return q, nil
 }
 
@@ -453,3 +431,33 @@ func (q *Quota) Stats() quota.Stats {
 // LeaseCalls returns how many round trips Lease mode has made; with
 // Stats().Allowed it gives the decisions per round trip.
 func (q *Quota) LeaseCalls() uint64 { return q.leaseCalls.Load() }
+
+// newBreaker returns the breaker that keeps a dead Redis from being
+// called: failures consecutive failures (0: DefaultBreakerFailures) open
+// it for cooldown (0: DefaultBreakerCooldown), then one probe decides.
+func newBreaker(name string, failures int, cooldown time.Duration, logger *slog.Logger) *gobreaker.TwoStepCircuitBreaker {
+	if failures == 0 {
+		failures = DefaultBreakerFailures
+	}
+	if cooldown == 0 {
+		cooldown = DefaultBreakerCooldown
+	}
+	n := uint32(failures)
+	return gobreaker.NewTwoStepCircuitBreaker(gobreaker.Settings{
+		Name:        name,
+		MaxRequests: 1,
+		Timeout:     cooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= n },
+		OnStateChange: func(name string, _, to gobreaker.State) {
+			if logger == nil {
+				return
+			}
+			switch to {
+			case gobreaker.StateOpen:
+				logger.Warn("Redis unreachable; breaker open, deciding without it", "name", name, "cooldown", cooldown)
+			case gobreaker.StateClosed:
+				logger.Info("Redis reachable again; breaker closed", "name", name)
+			}
+		},
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/quota"
@@ -82,6 +83,12 @@ type SlotsConfig struct {
 	// Timeout bounds each Redis call. Zero means DefaultTimeout; negative
 	// is invalid.
 	Timeout time.Duration
+	// BreakerFailures consecutive failed acquisitions open a breaker:
+	// for BreakerCooldown acquisitions are refused (breaker_open) without
+	// calling Redis, then one probe decides. Zero means the defaults of
+	// Config; negative is invalid.
+	BreakerFailures int
+	BreakerCooldown time.Duration
 	// Logger receives warnings about failed renewals and releases. Nil
 	// means silent.
 	Logger *slog.Logger
@@ -93,7 +100,8 @@ type SlotsConfig struct {
 // that must be released exactly once with Done, or a *admit.RejectedError
 // (reason full when every slot is taken, breaker_open when Redis cannot be
 // reached: fail closed, since an uncounted slot is exactly what the gate
-// exists to prevent). A goroutine renews the leases this instance holds;
+// exists to prevent; after BreakerFailures such failures a breaker refuses
+// without calling Redis until a probe succeeds). A goroutine renews the leases this instance holds;
 // Close stops it. Safe for concurrent use.
 type Slots struct {
 	name     string
@@ -105,6 +113,7 @@ type Slots struct {
 	logger   *slog.Logger
 	idPrefix string
 	seq      atomic.Uint64
+	breaker  *gobreaker.TwoStepCircuitBreaker
 
 	mu     sync.Mutex
 	held   map[string]struct{} // members of leases not yet released
@@ -148,6 +157,9 @@ func NewSlots(cfg SlotsConfig) (*Slots, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultSlotPrefix
 	}
+	if cfg.BreakerFailures < 0 || cfg.BreakerCooldown < 0 {
+		return nil, fmt.Errorf("%w: breaker settings must not be negative", ErrInvalidConfig)
+	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	s := &Slots{
@@ -156,6 +168,7 @@ func NewSlots(cfg SlotsConfig) (*Slots, error) {
 		idPrefix: hex.EncodeToString(id[:]) + ":",
 		held:     make(map[string]struct{}),
 		stop:     make(chan struct{}), done: make(chan struct{}),
+		breaker:  newBreaker(cfg.Name, cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Logger),
 	}
 	go s.renewLoop()
 	return s, nil
@@ -189,9 +202,16 @@ func (s *Slots) TryAcquire(ctx context.Context) (*SlotLease, error) {
 	s.mu.Lock()
 	s.held[member] = struct{}{}
 	s.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	vals, err := acquireScript.Run(cctx, s.client, []string{s.key}, s.capacity, s.ttl.Milliseconds(), member).Int64Slice()
-	cancel()
+	var vals []int64
+	done, err := s.breaker.Allow()
+	if err == nil {
+		cctx, cancel := context.WithTimeout(ctx, s.timeout)
+		vals, err = acquireScript.Run(cctx, s.client, []string{s.key}, s.capacity, s.ttl.Milliseconds(), member).Int64Slice()
+		cancel()
+		// A full gate is an answer, and a caller that left is not
+		// Redis's fault: only other errors count against the breaker.
+		done(err == nil || ctx.Err() != nil)
+	}
 	if err != nil || len(vals) != 2 || vals[0] != 1 {
 		s.forget(member)
 		switch {
@@ -325,12 +345,14 @@ type SlotsStats struct {
 	// leases that expired before they were renewed.
 	Held int    `json:"held"`
 	Lost uint64 `json:"lost"`
+	// Breaker is "closed", "half-open" or "open".
+	Breaker string `json:"breaker"`
 }
 
 // Stats returns this instance's counters.
 func (s *Slots) Stats() SlotsStats {
 	st := SlotsStats{Gate: s.name, Capacity: s.capacity, Admitted: s.admitted.Load(), Lost: s.lost.Load(),
-		Rejected: map[string]uint64{}, Completed: map[string]uint64{}}
+		Rejected: map[string]uint64{}, Completed: map[string]uint64{}, Breaker: s.breaker.State().String()}
 	for r := admit.Reason(1); int(r) < admit.NumReasons; r++ {
 		st.Rejected[r.String()] = s.rejected[r].Load()
 	}

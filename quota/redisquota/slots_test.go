@@ -211,6 +211,12 @@ func TestSlotsRedisDownFailsClosed(t *testing.T) {
 	if s.Stats().Held != 0 {
 		t.Fatal("a refused member is still tracked")
 	}
+	for range DefaultBreakerFailures {
+		_, _ = s.TryAcquire(context.Background())
+	}
+	if st := s.Stats(); st.Breaker != "open" || st.Rejected["breaker_open"] != DefaultBreakerFailures+1 {
+		t.Fatalf("after %d failures: %+v, want the breaker open", DefaultBreakerFailures+1, st)
+	}
 }
 
 func TestSlotsClose(t *testing.T) {
