@@ -168,7 +168,7 @@ func NewSlots(cfg SlotsConfig) (*Slots, error) {
 		idPrefix: hex.EncodeToString(id[:]) + ":",
 		held:     make(map[string]struct{}),
 		stop:     make(chan struct{}), done: make(chan struct{}),
-		breaker:  newBreaker(cfg.Name, cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Logger),
+		breaker: newBreaker(cfg.Name, cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Logger),
 	}
 	go s.renewLoop()
 	return s, nil
