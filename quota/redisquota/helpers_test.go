@@ -20,8 +20,16 @@ func TestMain(m *testing.M) {
 		holdSlotsForever(addr)
 		return
 	}
+	// go-redis reports every failed dial through a process-wide logger;
+	// the fault-injection tests cause hundreds. Their effects are
+	// asserted, so the log lines are noise here.
+	redis.SetLogger(quietLogger{})
 	goleak.VerifyTestMain(m)
 }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 const helperEnv = "SLUICE_TEST_HOLD_SLOTS_ADDR"
 
