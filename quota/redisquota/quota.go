@@ -312,12 +312,13 @@ func (q *Quota) result(r reply, cost int) (quota.Decision, error) {
 func (q *Quota) decideLease(ctx context.Context, key string, cost int) (quota.Decision, error) {
 	l, ok := q.leases.Get(key)
 	if !ok {
-		l, _, _ = q.leases.PeekOrAdd(key, new(lease))
-		if l == nil {
-			l, _ = q.leases.Get(key)
-		}
-		if l == nil { // evicted between the two calls: use a private one
-			l = new(lease)
+		// PeekOrAdd is atomic: two goroutines that miss together end up
+		// with the same lease.
+		fresh := new(lease)
+		if prev, found, _ := q.leases.PeekOrAdd(key, fresh); found {
+			l = prev
+		} else {
+			l = fresh
 		}
 	}
 	// The lease's lock is held across the round trip, so one instance
