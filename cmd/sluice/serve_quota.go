@@ -214,7 +214,7 @@ type quotaOptions struct {
 
 func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
 	o := &quotaOptions{}
-	fs.Var(&o.quotas, "quota", "a per-client rate quota, repeatable: `name=NAME,rate=N/s,burst=N,key=ip|header:NAME[,cost=/prefix:N][,max-keys=N]`; a refused request gets 429")
+	fs.Var(&o.quotas, "quota", "a per-client rate quota `SPEC`, repeatable: name=NAME,rate=N/s,burst=N,key=ip|header:NAME[,cost=/prefix:N][,max-keys=N]; a refused request gets 429")
 	fs.StringVar(&o.redisURL, "quota-redis", "", "share the quotas across instances through this Redis `URL` (redis://host:6379/0)")
 	fs.IntVar(&o.instances, "quota-instances", 1, "instances sharing the quotas; while Redis is down each admits quota/instances (with --quota-fail open)")
 	fs.StringVar(&o.fail, "quota-fail", "open", "while Redis is slow or down: open (this instance's share) or closed (refuse with 503)")
