@@ -226,14 +226,20 @@ func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
 
 // wrap puts the quotas around h and adds their collectors. With no
 // --quota it returns h unchanged. Errors are usage errors.
-func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []prometheus.Collector) (http.Handler, []prometheus.Collector, error) {
+func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []prometheus.Collector) (_ http.Handler, _ []prometheus.Collector, err error) {
+	defer func() {
+		if err != nil {
+			o.close() // nothing opened survives a usage error
+		}
+	}()
 	if len(o.quotas) == 0 {
 		if o.redisURL != "" {
 			return nil, nil, errors.New("--quota-redis without any --quota")
 		}
 		return h, collectors, nil
 	}
-	trusted, err := parsePrefixes(o.trusted)
+	var trusted []netip.Prefix
+	trusted, err = parsePrefixes(o.trusted)
 	if err != nil {
 		return nil, nil, err
 	}
