@@ -147,6 +147,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 	var o serveOptions
 	o.register(fs)
 	static := addStaticFlags(fs)
+	quotas := addQuotaFlags(fs)
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
@@ -182,11 +183,17 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
+	handler, collectors, err := quotas.wrap(logger, mw.Deadline(h), collectors) // --quota: 429 before any work
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
+		return exitUsage
+	}
+	defer quotas.close()
 
 	srv, err := server.Listen(ctx, server.Config{
 		Addr:        o.addr,
 		AdminAddr:   o.adminAddr,
-		Handler:     mw.Deadline(h),
+		Handler:     handler,
 		Gates:       gates,
 		GateMetrics: gm,
 		Collectors:  collectors,
