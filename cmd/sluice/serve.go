@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/httpgate"
@@ -114,6 +112,7 @@ type serveOptions struct {
 	h2c               bool
 	maxStreams        int
 	log               logOptions
+	pprof             bool
 }
 
 func (o *serveOptions) register(fs *flag.FlagSet) {
@@ -134,6 +133,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxStreams, "max-concurrent-streams", 0, "most streams one HTTP/2 connection may have open at once, so one connection cannot take every slot\n(0: net/http's default, 100 or more)")
 	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "on SIGINT/SIGTERM, answer /healthz with 503 draining this long before the listener closes,\nso load balancers and readiness probes stop sending (0: close at once)")
 	o.log.register(fs)
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the admin listener (loopback only)")
 }
 
 func (o *serveOptions) validate() error {
@@ -239,25 +239,6 @@ func usageFor(fs *flag.FlagSet, synopsis string) {
 	}
 }
 
-// serveAddon is an optional part of `sluice serve` with flags of its own,
-// kept in a file of its own (serve_<name>.go). Each addon registers its
-// flags with the frame's; after parsing, apply validates them and wraps
-// the handler (addons wrap in list order, the last outermost) and may
-// export collectors on /metrics. A bad flag value is an error wrapping
-// errUsage (exit 2).
-type serveAddon interface {
-	register(fs *flag.FlagSet)
-	apply(logger *slog.Logger, h http.Handler) (http.Handler, []prometheus.Collector, error)
-}
-
-// serveAddons lists the addons of `sluice serve`. Register a new one here.
-func serveAddons() []serveAddon {
-	return nil
-}
-
-// errUsage marks an addon's error as a usage error (exit 2).
-var errUsage = errors.New("usage")
-
 // runServe runs `sluice serve`: the static-file handler on the server
 // frame until SIGINT/SIGTERM, then a graceful shutdown.
 func runServe(ctx context.Context, e env, args []string) int {
@@ -270,10 +251,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 	var o serveOptions
 	o.register(fs)
 	static := addStaticFlags(fs)
-	addons := serveAddons()
-	for _, a := range addons {
-		a.register(fs)
-	}
+	quotas := addQuotaFlags(fs)
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
@@ -316,18 +294,12 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
-	handler := mw.Deadline(h)
-	for _, a := range addons {
-		var more []prometheus.Collector
-		if handler, more, err = a.apply(logger, handler); err != nil {
-			fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-			if errors.Is(err, errUsage) {
-				return exitUsage
-			}
-			return exitFail
-		}
-		collectors = append(collectors, more...)
+	handler, collectors, err := quotas.wrap(logger, mw.Deadline(h), collectors) // --quota: 429 before any work
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
+		return exitUsage
 	}
+	defer quotas.close()
 
 	srv, err := server.Listen(ctx, server.Config{
 		Addr:                 o.addr,
@@ -344,6 +316,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		H2C:                  o.h2c,
 		MaxConcurrentStreams: o.maxStreams,
 		Logger:               logger,
+		Pprof:                o.pprof,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)

@@ -53,7 +53,7 @@ type runningServe struct {
 	client      *http.Client
 }
 
-func startServe(t *testing.T, args ...string) *runningServe {
+func startServeInProcess(t *testing.T, args ...string) *runningServe {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &runningServe{out: &lockedBuffer{}, cancel: cancel, done: make(chan int, 1)}
@@ -108,7 +108,7 @@ func TestServeHostileClientsReleaseSlots(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // runs after startServe's cleanup
 	const timeout = 300 * time.Millisecond
-	s := startServe(t, "--root", siteDir(t), "--work-limit", "1", "--send-timeout", timeout.String(), "--body-timeout", timeout.String())
+	s := startServeInProcess(t, "--root", siteDir(t), "--work-limit", "1", "--send-timeout", timeout.String(), "--body-timeout", timeout.String())
 	canceled := `sluice_admission_completed_total{gate="disk",kind="stream",outcome="canceled"}`
 
 	t.Run("stalled reader", func(t *testing.T) {

@@ -70,7 +70,7 @@ func TestServeTLSFlags(t *testing.T) {
 
 	// A good pair: HTTP/2 and HTTP/1.1 over TLS, and h2c beside it is
 	// refused on the TLS port (clear text there gets net/http's 400).
-	s := startServe(t, "--tls-cert", certFile, "--tls-key", keyFile, "--max-concurrent-streams", "8")
+	s := startServeInProcess(t, "--tls-cert", certFile, "--tls-key", keyFile, "--max-concurrent-streams", "8")
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	for _, h2 := range []bool{true, false} {
