@@ -195,7 +195,12 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 		{[]string{"--idle-timeout", "100000h"}, "--idle-timeout"},
 		{[]string{"--work-limit", "off", "--queue", "3"}, "--work-limit off"},
 	} {
-		code, out := runSubcommand(context.Background(), runServe, nil, c.args...)
+		// Free ports and a short life, so a value wrongly accepted ends
+		// the run (exit 0) instead of serving for ever.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		args := append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--drain-delay", "0"}, c.args...)
+		code, out := runSubcommand(ctx, runServe, nil, args...)
+		cancel()
 		if code != exitUsage || !strings.Contains(out, c.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, out, c.want)
 		}
@@ -209,7 +214,9 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 			v = "-1ns"
 			want = "--drain-delay -1ns"
 		}
-		code, out := runSubcommand(context.Background(), runServe, map[string]string{name: v})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		code, out := runSubcommand(ctx, runServe, map[string]string{name: v}, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+		cancel()
 		if code != exitUsage || !strings.Contains(out, want) {
 			t.Errorf("%s=%s: exit %d, %q; want 2 and %q", name, v, code, out, want)
 		}
