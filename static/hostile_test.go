@@ -419,3 +419,41 @@ func TestUnreadableFileSameForGETAndHEAD(t *testing.T) {
 		}
 	}
 }
+
+// A stream whose client stays connected but stops reading ends when the
+// server's send deadline passes (set here as the server frame does); the
+// slot is released with outcome canceled although the request's context
+// was never canceled: the write error is the only sign.
+func TestStalledStreamIsCanceled(t *testing.T) {
+	dir := writeTree(t, map[string]string{"big.bin": strings.Repeat("s", 32<<20)})
+	h, err := static.New(static.Config{Root: dir, WorkLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxErr := make(chan error, 1)
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+		h.ServeHTTP(w, r)
+		ctxErr <- r.Context().Err()
+	}))
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case err := <-ctxErr:
+		if err != nil {
+			t.Fatalf("the request's context ended (%v): the test needs a client that stays", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end after its write deadline")
+	}
+	st := h.Gate().Stats()
+	if st.Completed[admit.OutcomeCanceled] != 1 || st.Inflight != 0 {
+		t.Errorf("stalled stream: completed %v, inflight %d; want outcome canceled and the slot free", st.Completed, st.Inflight)
+	}
+}

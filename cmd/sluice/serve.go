@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/promsluice"
