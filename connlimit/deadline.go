@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -108,6 +109,11 @@ func (d *deadlineWriter) Flush() {
 	d.renew()
 	_ = d.rc.Flush()
 }
+
+// Hijack keeps http.Hijacker visible to code that asserts it (WebSocket
+// upgrades). net/http clears the request's deadlines when it hands the
+// connection over.
+func (d *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return d.rc.Hijack() }
 
 // Unwrap lets http.ResponseController reach the wrapped writer.
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }

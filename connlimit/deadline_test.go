@@ -371,3 +371,62 @@ func TestOverLimitH2CClientGetsGoAway(t *testing.T) {
 		t.Errorf("rejected %d, want 1", n)
 	}
 }
+
+// A hijacked connection (a WebSocket upgrade) leaves the request's
+// deadlines behind: it may stay quiet for longer than SendTimeout and
+// BodyTimeout and still be written and read.
+func TestHijackedConnectionHasNoDeadlines(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hj, ok := w.(http.Hijacker) // as WebSocket libraries ask
+		if !ok {
+			t.Error("the deadline wrapper hides http.Hijacker")
+			return
+		}
+		c, brw, err := hj.Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		time.Sleep(3 * shortTimeout) // quiet for longer than both timeouts
+		line, err := brw.ReadString('\n')
+		if err != nil {
+			t.Errorf("reading after the quiet period: %v", err)
+			return
+		}
+		if _, err := io.WriteString(c, "echo "+line); err != nil {
+			t.Errorf("writing after the quiet period: %v", err)
+		}
+	})
+	l := startServer(t, Config{MaxConns: 4, SendTimeout: shortTimeout, BodyTimeout: shortTimeout, IdleTimeout: longTimeout}, h)
+	c := dial(t, l.Addr())
+	if _, err := io.WriteString(c.conn, "GET / HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.conn.SetReadDeadline(time.Now().Add(ioTimeout))
+	status, err := c.br.ReadString('\n')
+	if err != nil || !strings.Contains(status, "101") {
+		t.Fatalf("upgrade: %q %v", status, err)
+	}
+	for {
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	time.Sleep(4 * shortTimeout)
+	if _, err := io.WriteString(c.conn, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.br.ReadString('\n'); err != nil || got != "echo ping\n" {
+		t.Fatalf("after the quiet period: %q %v", got, err)
+	}
+	if s := l.Stats(); s.ClosedSendTimeout != 0 || s.ClosedBodyTimeout != 0 {
+		t.Errorf("timeouts counted on a hijacked connection: %+v", s)
+	}
+}
