@@ -645,8 +645,16 @@ type recorder struct {
 	dones   []pool.DoneEvent
 }
 
-func (r *recorder) ObserveSubmit(e pool.SubmitEvent) { r.mu.Lock(); r.submits = append(r.submits, e); r.mu.Unlock() }
-func (r *recorder) ObserveDone(e pool.DoneEvent)     { r.mu.Lock(); r.dones = append(r.dones, e); r.mu.Unlock() }
+func (r *recorder) ObserveSubmit(e pool.SubmitEvent) {
+	r.mu.Lock()
+	r.submits = append(r.submits, e)
+	r.mu.Unlock()
+}
+func (r *recorder) ObserveDone(e pool.DoneEvent) {
+	r.mu.Lock()
+	r.dones = append(r.dones, e)
+	r.mu.Unlock()
+}
 
 func TestObserverSeesEveryDecisionAndEnd(t *testing.T) {
 	rec := &recorder{}
