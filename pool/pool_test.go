@@ -66,8 +66,18 @@ func newPool(t *testing.T, cfg pool.Config) *pool.Pool {
 	return p
 }
 
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// errorer reports through Errorf, for goroutines other than the test's.
+type errorer struct{ *testing.T }
+
+func (e errorer) Fatalf(format string, args ...any) { e.Errorf(format, args...) }
+
 // checkInvariants asserts the two equations every Stats snapshot keeps.
-func checkInvariants(t testing.TB, s pool.Stats) {
+func checkInvariants(t fataler, s pool.Stats) {
 	t.Helper()
 	if s.Offered != s.Admitted+s.Rejected.Total() {
 		t.Fatalf("offered %d != admitted %d + rejected %d", s.Offered, s.Admitted, s.Rejected.Total())
@@ -381,7 +391,7 @@ func TestPanicIsContainedAndCounted(t *testing.T) {
 		defer mu.Unlock()
 		return logged.Write(b)
 	}), nil))
-	p := newPool(t, pool.Config{Core: 1, Logger: logger})
+	p := newPool(t, pool.Config{Core: 1, Queue: 1, Logger: logger}) // the queue: the worker may not be idle yet when the next task comes
 	ctx := context.Background()
 	f, err := p.Submit(ctx, pool.Func(func(context.Context) error { panic("boom") }))
 	if err != nil {

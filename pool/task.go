@@ -113,8 +113,14 @@ type Future struct {
 // Run runs the wrapped task; the pool calls it.
 func (f *Future) Run(ctx context.Context) error { return f.task.Run(ctx) }
 
-// Drop completes the future with err; the pool calls it.
-func (f *Future) Drop(err error) { f.complete(err) }
+// Drop completes the future with err and passes err on to the wrapped
+// task if it is a Dropper; the pool calls it.
+func (f *Future) Drop(err error) {
+	f.complete(err)
+	if d, ok := f.task.(Dropper); ok {
+		d.Drop(err)
+	}
+}
 
 func (f *Future) complete(err error) {
 	if !f.ended.CompareAndSwap(false, true) {
