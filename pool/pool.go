@@ -313,14 +313,7 @@ func (p *Pool) refuse(it item, reason admit.Reason) error {
 		return nil
 	}
 	p.rejected[reason]++
-	err := &admit.RejectedError{
-		Gate:       p.name,
-		Kind:       "task",
-		Reason:     reason,
-		Inflight:   int64(p.running),
-		Capacity:   int64(p.max),
-		RetryAfter: time.Second,
-	}
+	err := admit.NewRejectedError(p.name, "task", reason, int64(p.running), int64(p.max), time.Second)
 	ev := p.submitEvent(false, reason, false)
 	p.mu.Unlock()
 	if p.obs != nil {
@@ -466,11 +459,8 @@ func (p *Pool) execute(it item) (admit.Outcome, DropReason, span) {
 		if p.log != nil {
 			p.log.Error("pool: task panicked", "pool", p.name, "panic", fmt.Sprint(perr.Value), "stack", string(perr.Stack))
 		}
-	case err == nil:
-	case it.ctx.Err() != nil && errors.Is(err, it.ctx.Err()):
-		o = admit.OutcomeCanceled
 	default:
-		o = admit.OutcomeError
+		o = admit.OutcomeFor(err)
 	}
 	if f, ok := it.task.(*Future); ok {
 		f.complete(err)

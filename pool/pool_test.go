@@ -93,8 +93,8 @@ func wantReason(t *testing.T, err error, want admit.Reason) {
 	if !errors.As(err, &rej) {
 		t.Fatalf("err = %v, want a *admit.RejectedError with reason %s", err, want)
 	}
-	if rej.Reason != want {
-		t.Fatalf("reason = %s, want %s", rej.Reason, want)
+	if rej.Reason() != want {
+		t.Fatalf("reason = %s, want %s", rej.Reason(), want)
 	}
 	if !errors.Is(err, admit.ErrRejected) {
 		t.Fatalf("errors.Is(%v, admit.ErrRejected) = false", err)
