@@ -3,7 +3,9 @@ module github.com/sluicehq/sluice/bench
 go 1.26.0
 
 require (
+	github.com/panjf2000/ants/v2 v2.12.1
 	github.com/sluicehq/sluice v0.0.0
+	github.com/sourcegraph/conc v0.3.0
 	golang.org/x/sync v0.25.0
 )
 
@@ -25,6 +27,8 @@ require (
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
 	github.com/tsenart/go-tsz v0.0.0-20180814235614-0bd30b3df1c3 // indirect
 	github.com/tsenart/vegeta/v12 v12.13.0 // indirect
+	go.uber.org/atomic v1.7.0 // indirect
+	go.uber.org/multierr v1.9.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

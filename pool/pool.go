@@ -125,6 +125,7 @@ type Pool struct {
 	completed   admit.OutcomeCounts
 	dropped     [NumDropReasons]uint64
 	callerRuns  uint64
+	lastRefusal [admit.NumReasons]*admit.RejectedError
 }
 
 type worker struct {
@@ -313,7 +314,13 @@ func (p *Pool) refuse(it item, reason admit.Reason) error {
 		return nil
 	}
 	p.rejected[reason]++
-	err := admit.NewRejectedError(p.name, "task", reason, int64(p.running), int64(p.max), time.Second)
+	// Refusals are immutable; reuse the last one while it says the same
+	// thing, so refusing under a flood allocates nothing.
+	err := p.lastRefusal[reason]
+	if err == nil || err.Inflight() != int64(p.running) {
+		err = admit.NewRejectedError(p.name, "task", reason, int64(p.running), int64(p.max), time.Second)
+		p.lastRefusal[reason] = err
+	}
 	ev := p.submitEvent(false, reason, false)
 	p.mu.Unlock()
 	if p.obs != nil {
