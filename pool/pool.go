@@ -454,7 +454,7 @@ func (p *Pool) execute(it item) (admit.Outcome, DropReason, span) {
 	if p.obs != nil {
 		run.start = time.Since(p.epoch)
 	}
-	err, perr := call(it)
+	perr, err := call(it)
 	if p.obs != nil {
 		run.took = time.Since(p.epoch) - run.start
 	}
@@ -475,13 +475,14 @@ func (p *Pool) execute(it item) (admit.Outcome, DropReason, span) {
 	return o, DropNone, run
 }
 
-func call(it item) (err error, perr *PanicError) {
+// call runs it's task and recovers a panic into a *PanicError.
+func call(it item) (perr *PanicError, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return it.task.Run(it.ctx), nil
+	return nil, it.task.Run(it.ctx)
 }
 
 // drop tells it's task that it will never run. Never called with p.mu held.
