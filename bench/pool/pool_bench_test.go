@@ -121,6 +121,25 @@ func BenchmarkSubmitRun(b *testing.B) {
 		}
 		wg.Wait()
 	})
+	b.Run("ants/big", func(b *testing.B) {
+		// ants's usual shape: a large pool, so Submit rarely waits (it
+		// starts or reuses one of up to 10,000 goroutines instead).
+		p, err := ants.NewPool(10000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Release()
+		var wg sync.WaitGroup
+		task := func() { wg.Done() }
+		b.ReportAllocs()
+		for b.Loop() {
+			wg.Add(1)
+			if err := p.Submit(task); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg.Wait()
+	})
 	b.Run("conc", func(b *testing.B) {
 		p := concpool.New().WithMaxGoroutines(workers()) // Go blocks while every worker is busy
 		var wg sync.WaitGroup // the same per-task work as the others
@@ -171,6 +190,26 @@ func BenchmarkSubmitRunParallel(b *testing.B) {
 	})
 	b.Run("ants", func(b *testing.B) {
 		p, err := ants.NewPool(workers())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Release()
+		var wg sync.WaitGroup
+		task := func() { wg.Done() }
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				wg.Add(1)
+				if err := p.Submit(task); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		wg.Wait()
+	})
+	b.Run("ants/big", func(b *testing.B) {
+		p, err := ants.NewPool(10000)
 		if err != nil {
 			b.Fatal(err)
 		}
