@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/panjf2000/ants/v2"
-	concpool "github.com/sourcegraph/conc/pool"
 	"github.com/sluicehq/sluice/pool"
+	concpool "github.com/sourcegraph/conc/pool"
 )
 
 // trivial is the task: it tells the benchmark it ran. A pointer to it is
@@ -142,7 +142,7 @@ func BenchmarkSubmitRun(b *testing.B) {
 	})
 	b.Run("conc", func(b *testing.B) {
 		p := concpool.New().WithMaxGoroutines(workers()) // Go blocks while every worker is busy
-		var wg sync.WaitGroup // the same per-task work as the others
+		var wg sync.WaitGroup                            // the same per-task work as the others
 		task := func() { wg.Done() }
 		b.ReportAllocs()
 		for b.Loop() {
