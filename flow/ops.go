@@ -59,7 +59,7 @@ func Buffer[T any](up *Stream[T], n int) *Stream[[]T] {
 }
 
 // OverflowPolicy says what Overflow does with a value that arrives when
-// its buffer is full.
+// its buffer is full. The zero value is OverflowFail.
 type OverflowPolicy uint8
 
 // The overflow policies.
@@ -90,7 +90,8 @@ func (p OverflowPolicy) String() string {
 var ErrOverflow = errors.New("flow: overflow")
 
 // OverflowError fails a stream whose Overflow buffer was full under
-// OverflowFail.
+// OverflowFail; errors.Is(err, ErrOverflow) holds for it. Capacity is the
+// buffer's size in values.
 type OverflowError struct {
 	Capacity int
 }

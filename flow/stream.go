@@ -205,8 +205,9 @@ func (s *Stream[T]) Recv(ctx context.Context) (T, error) {
 	}
 }
 
-// Stats is a snapshot of a stream's counters. Emitted never exceeds
-// Requested.
+// Stats is a snapshot of a stream's counters, taken under the stream's
+// lock, so Emitted never exceeds Requested in any snapshot. Counts are
+// values, not bytes.
 type Stats struct {
 	Requested int64 // total demand added (Unbounded once unbounded)
 	Emitted   int64 // values the producer emitted
@@ -236,7 +237,8 @@ func (s *Stream[T]) Stats() Stats {
 	}
 }
 
-// Emitter is the producer's side of a stream. Its methods are safe for
+// Emitter is the producer's side of a stream, handed to the function given
+// to New; the zero value is not usable. Its methods are safe for
 // concurrent use, so a producer may emit from several goroutines.
 type Emitter[T any] struct {
 	s *Stream[T]

@@ -40,7 +40,7 @@ type Dropper interface {
 var ErrDropped = errors.New("pool: task dropped")
 
 // DropReason says why an accepted or submitted task never ran. It is a
-// closed set, usable as a metric label.
+// closed set, usable as a metric label; the zero value means not dropped.
 type DropReason uint8
 
 // The reasons a task is dropped.
@@ -89,9 +89,11 @@ func (e *DroppedError) Is(target error) bool { return target == ErrDropped }
 // Unwrap returns the cause (the context's error for expired tasks).
 func (e *DroppedError) Unwrap() error { return e.Cause }
 
-// PanicError is what a Future returns when its task panicked. The pool
+// PanicError is what a Future returns when its task panicked: the value
+// passed to panic and the stack of the panicking goroutine. The pool
 // recovers the panic, counts it (Stats.Completed[admit.OutcomePanic]) and
-// keeps the worker.
+// keeps the worker. A task must not call runtime.Goexit: that ends the
+// worker without the pool noticing.
 type PanicError struct {
 	Value any
 	Stack []byte
