@@ -342,6 +342,21 @@ func (p *Pool) startWorker(it item) {
 // work runs tasks until the pool closes or the worker has been idle past
 // the idle time-out while the pool has more than Core workers.
 func (p *Pool) work(w *worker, it item) {
+	left := false
+	defer func() {
+		if !left { // a task called runtime.Goexit and took this worker with it
+			p.mu.Lock()
+			if p.q.n > 0 { // a replacement, so the queue is not stranded
+				next := p.q.pop()
+				p.running++
+				go p.work(&worker{ch: make(chan item, 1)}, next)
+			} else {
+				p.workers--
+				p.maybeDone()
+			}
+			p.mu.Unlock()
+		}
+	}()
 	var timer *time.Timer
 	for {
 		o, d, run := p.execute(it)
@@ -364,6 +379,7 @@ func (p *Pool) work(w *worker, it item) {
 			p.maybeDone()
 			p.mu.Unlock()
 			p.observeDone(o, d, wait, run)
+			left = true
 			return
 		}
 		timed := p.workers > p.core
@@ -373,6 +389,7 @@ func (p *Pool) work(w *worker, it item) {
 		p.observeDone(o, d, wait, run)
 		var ok bool
 		if it, ok = p.park(w, timed, &timer); !ok {
+			left = true // park already counted the worker out
 			return
 		}
 	}
@@ -450,6 +467,12 @@ func (p *Pool) execute(it item) (admit.Outcome, DropReason, span) {
 		p.drop(it, DropExpired, err)
 		return admit.OutcomeDropped, DropExpired, span{}
 	}
+	returned := false
+	defer func() {
+		if !returned {
+			p.goexited(it)
+		}
+	}()
 	var run span
 	if p.obs != nil {
 		run.start = time.Since(p.epoch)
@@ -472,7 +495,26 @@ func (p *Pool) execute(it item) (admit.Outcome, DropReason, span) {
 	if f, ok := it.task.(*Future); ok {
 		f.complete(err)
 	}
+	returned = true
 	return o, DropNone, run
+}
+
+// errGoexit is the PanicError value for a task that called runtime.Goexit.
+var errGoexit = errors.New("pool: task called runtime.Goexit")
+
+// goexited does the bookkeeping of a task that ended its goroutine with
+// runtime.Goexit (t.FailNow in a test helper does): no caller is left to
+// do it. It counts as a panic.
+func (p *Pool) goexited(it item) {
+	p.mu.Lock()
+	p.running--
+	p.count(admit.OutcomePanic, DropNone)
+	p.maybeDone()
+	p.mu.Unlock()
+	if f, ok := it.task.(*Future); ok {
+		f.complete(&PanicError{Value: errGoexit})
+	}
+	p.observeDone(admit.OutcomePanic, DropNone, 0, span{})
 }
 
 // call runs it's task and recovers a panic into a *PanicError.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -695,5 +696,66 @@ func TestObserverSeesEveryDecisionAndEnd(t *testing.T) {
 	}
 	if evicted != 1 {
 		t.Fatalf("done events = %+v, want one evicted", rec.dones)
+	}
+}
+
+// TestGoexitInTaskIsCounted: a task that ends its goroutine with
+// runtime.Goexit takes its worker with it, but the pool's books stay
+// right, its Future completes, and Shutdown does not hang.
+func TestGoexitInTaskIsCounted(t *testing.T) {
+	for _, callerRuns := range []bool{false, true} {
+		p := newPool(t, pool.Config{Core: 1, Queue: 1, Policy: pool.CallerRuns})
+		ctx := context.Background()
+		var l *latch
+		if callerRuns {
+			l = saturate(t, p)
+			_ = p.Go(ctx, &counted{}) // fills the queue: the next task runs on the caller
+		}
+		var f *pool.Future
+		done := make(chan struct{})
+		go func() { // Goexit ends this goroutine when the task runs on it
+			defer close(done)
+			f, _ = p.Submit(ctx, pool.Func(func(context.Context) error { runtime.Goexit(); return nil }))
+		}()
+		<-done
+		if l != nil {
+			close(l.release)
+		}
+		if err := p.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := p.Stats()
+		checkInvariants(t, s)
+		if s.Panics() != 1 || s.Workers != 0 || s.Running != 0 {
+			t.Fatalf("caller runs %v: panics %d workers %d running %d", callerRuns, s.Panics(), s.Workers, s.Running)
+		}
+		if f != nil { // nil when Goexit ended Submit itself (caller runs)
+			var pe *pool.PanicError
+			if err := f.Wait(ctx); !errors.As(err, &pe) {
+				t.Fatalf("Future = %v, want a PanicError", err)
+			}
+		}
+	}
+}
+
+// TestGoexitDoesNotStrandTheQueue: the worker a Goexit took away is
+// replaced while tasks are queued, so they still run.
+func TestGoexitDoesNotStrandTheQueue(t *testing.T) {
+	p := newPool(t, pool.Config{Core: 1, Queue: 2})
+	ctx := context.Background()
+	l := saturate(t, p)
+	if err := p.Go(ctx, pool.Func(func(context.Context) error { runtime.Goexit(); return nil })); err != nil {
+		t.Fatal(err)
+	}
+	after := &counted{}
+	if err := p.Go(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	close(l.release)
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); after.ran.Load() != 1 || s.Panics() != 1 || s.Workers != 0 {
+		t.Fatalf("task behind the Goexit ran %d times; panics %d, workers %d", after.ran.Load(), s.Panics(), s.Workers)
 	}
 }

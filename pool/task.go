@@ -92,8 +92,9 @@ func (e *DroppedError) Unwrap() error { return e.Cause }
 // PanicError is what a Future returns when its task panicked: the value
 // passed to panic and the stack of the panicking goroutine. The pool
 // recovers the panic, counts it (Stats.Completed[admit.OutcomePanic]) and
-// keeps the worker. A task must not call runtime.Goexit: that ends the
-// worker without the pool noticing.
+// keeps the worker. A task that calls runtime.Goexit (t.FailNow in a test
+// does) ends its worker; the pool counts it as a panic too, with Value
+// reporting the Goexit, and starts another worker when one is needed.
 type PanicError struct {
 	Value any
 	Stack []byte
