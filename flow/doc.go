@@ -75,9 +75,11 @@
 // for demand, consumers waiting for values) wait on a channel that is
 // closed and replaced on every change, so they can also watch a context.
 // Map's workers reserve a unit of demand before they take a value, which
-// is how it never computes a result nobody asked for. Nothing here is
-// borrowed from a reactive library: Go has no widely used one that keeps
-// this contract with contexts and iterators, and the core is small.
+// is how it never computes a result nobody asked for. It is hand-written
+// rather than built on a reactive library: the best known one for Go,
+// RxGo, bounds its stages with channel buffers and a block-or-drop
+// strategy but has no request(n) demand, no terminal contract like the
+// one above and no contexts in its producers, and the core here is small.
 //
 // Lock order: each stream's mu is a leaf; operators never hold one
 // stream's lock while taking another's.
