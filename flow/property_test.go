@@ -230,3 +230,65 @@ func TestConcurrentRequestRecvCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestMapUnderRealConcurrency: Map over thousands of values with real
+// goroutines (no synctest), a consumer with a window, and a sampler that
+// checks the prefetch and concurrency bounds while it runs.
+func TestMapUnderRealConcurrency(t *testing.T) {
+	const n, conc, prefetch = 5000, 4, 6
+	var produced atomic.Int64
+	up := flow.FromSeq(context.Background(), func(yield func(int) bool) {
+		for i := range n {
+			produced.Add(1)
+			if !yield(i) {
+				return
+			}
+		}
+	})
+	var inFlight, peak atomic.Int64
+	s := flow.Map(up, conc, prefetch, func(ctx context.Context, v int) (int, error) {
+		c := inFlight.Add(1)
+		for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
+		}
+		defer inFlight.Add(-1)
+		return v * 2, nil
+	})
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if st := up.Stats(); st.Emitted > st.Requested {
+				t.Errorf("upstream emitted %d > requested %d", st.Emitted, st.Requested)
+				return
+			}
+		}
+	})
+	seen := make([]bool, n)
+	for v, err := range s.All(context.Background(), 7) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v%2 != 0 || seen[v/2] {
+			t.Fatalf("value %d unexpected or seen twice", v)
+		}
+		seen[v/2] = true
+	}
+	close(stop)
+	sampler.Wait()
+	<-s.Done()
+	<-up.Done()
+	for i, ok := range seen {
+		if !ok {
+			t.Fatalf("value %d never came through", i)
+		}
+	}
+	// Upstream was asked for the values taken plus the prefetch at most.
+	if st := up.Stats(); st.Requested > n+prefetch || peak.Load() > conc {
+		t.Fatalf("upstream requested %d for %d values (prefetch %d); peak concurrency %d of %d", st.Requested, n, prefetch, peak.Load(), conc)
+	}
+}
