@@ -50,6 +50,10 @@ func (p Policy) String() string {
 	return "policy(" + strconv.Itoa(int(p)) + ")"
 }
 
+// ErrNilTask is what Go and Submit return for a nil Task; nothing is
+// counted.
+var ErrNilTask = errors.New("pool: nil task")
+
 // ErrInvalidConfig is wrapped by every error New returns.
 var ErrInvalidConfig = errors.New("pool: invalid config")
 
@@ -203,7 +207,7 @@ func (p *Pool) Name() string { return p.name }
 // heap value.
 func (p *Pool) Go(ctx context.Context, t Task) error {
 	if t == nil {
-		return errors.New("pool: nil task")
+		return ErrNilTask
 	}
 	if err := ctx.Err(); err != nil {
 		reason := admit.ReasonCanceled
@@ -261,7 +265,7 @@ func (p *Pool) Go(ctx context.Context, t Task) error {
 // Submit allocates the Future.
 func (p *Pool) Submit(ctx context.Context, t Task) (*Future, error) {
 	if t == nil {
-		return nil, errors.New("pool: nil task")
+		return nil, ErrNilTask
 	}
 	f := &Future{task: t, done: make(chan struct{})}
 	if err := p.Go(ctx, f); err != nil {

@@ -645,8 +645,8 @@ func TestConfig(t *testing.T) {
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Go(context.Background(), nil); err == nil {
-		t.Fatal("Go(nil task) = nil")
+	if err := p.Go(context.Background(), nil); !errors.Is(err, pool.ErrNilTask) {
+		t.Fatalf("Go(nil task) = %v, want ErrNilTask", err)
 	}
 }
 
