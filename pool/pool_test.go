@@ -21,12 +21,20 @@ import (
 type latch struct {
 	started chan struct{}
 	release chan struct{}
+	once    sync.Once
 	ran     atomic.Int32
 }
 
-func newLatch() *latch {
-	return &latch{started: make(chan struct{}), release: make(chan struct{})}
+// newLatch returns a closed latch that t's clean-up opens, so a test that
+// fails early does not leave its pool's Shutdown waiting.
+func newLatch(t *testing.T) *latch {
+	l := &latch{started: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(l.open)
+	return l
 }
+
+// open lets the task finish; opening twice is fine.
+func (l *latch) open() { l.once.Do(func() { close(l.release) }) }
 
 func (l *latch) Run(ctx context.Context) error {
 	if l.ran.Add(1) == 1 {
@@ -111,7 +119,7 @@ func wantReason(t *testing.T, err error, want admit.Reason) {
 func TestBoundedTableRowByRow(t *testing.T) {
 	p := newPool(t, pool.Config{Name: "bounded", Core: 1, Max: 2, Queue: 1})
 	ctx := context.Background()
-	tasks := []*latch{newLatch(), newLatch(), newLatch(), newLatch()}
+	tasks := []*latch{newLatch(t), newLatch(t), newLatch(t), newLatch(t)}
 	rows := []struct{ workers, queued int }{{1, 0}, {1, 1}, {2, 1}}
 	var futures []*pool.Future
 	for i, row := range rows {
@@ -136,7 +144,7 @@ func TestBoundedTableRowByRow(t *testing.T) {
 		t.Fatalf("bounded workers=%d queued=%d rejected=%d, want workers=2 queued=1 rejected=1", s.Workers, s.Queued, s.Rejected.Total())
 	}
 	for _, l := range tasks {
-		close(l.release)
+		l.open()
 	}
 	for i, f := range futures {
 		if err := f.Wait(ctx); err != nil {
@@ -158,7 +166,7 @@ func TestBoundedTableRowByRow(t *testing.T) {
 func TestUnboundedQueueNeverGrowsPastCore(t *testing.T) {
 	p := newPool(t, pool.Config{Name: "unbounded", Core: 1, Max: 4, Queue: -1})
 	ctx := context.Background()
-	first := newLatch()
+	first := newLatch(t)
 	if err := p.Go(ctx, first); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +183,7 @@ func TestUnboundedQueueNeverGrowsPastCore(t *testing.T) {
 	if s.Workers != 1 || s.Queued != 8 || s.Max != 4 {
 		t.Fatalf("unbounded core=1 maximum=%d workers=%d queued=%d, want maximum=4 workers=1 queued=8", s.Max, s.Workers, s.Queued)
 	}
-	close(first.release)
+	first.open()
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +202,7 @@ func TestUnboundedQueueNeverGrowsPastCore(t *testing.T) {
 // returns the latch.
 func saturate(t *testing.T, p *pool.Pool) *latch {
 	t.Helper()
-	l := newLatch()
+	l := newLatch(t)
 	if err := p.Go(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +223,7 @@ func TestRefusalsToldApart(t *testing.T) {
 	defer cancel2()
 	wantReason(t, p.Go(expired, &counted{}), admit.ReasonDeadline)
 
-	close(l.release)
+	l.open()
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +275,7 @@ func TestCallerRunsOnClosedPoolRefuses(t *testing.T) {
 func TestCallerRunsRunsOnTheSubmitter(t *testing.T) {
 	p := newPool(t, pool.Config{Core: 1, Policy: pool.CallerRuns})
 	l := saturate(t, p)
-	defer close(l.release)
+	defer l.open()
 	var ranHere bool
 	submitting := true
 	err := p.Go(context.Background(), pool.Func(func(context.Context) error {
@@ -291,7 +299,7 @@ func TestCallerRunsRunsOnTheSubmitter(t *testing.T) {
 func TestDiscardedFutureCompletes(t *testing.T) {
 	p := newPool(t, pool.Config{Core: 1, Policy: pool.Discard})
 	l := saturate(t, p)
-	defer close(l.release)
+	defer l.open()
 	c := &counted{}
 	f, err := p.Submit(context.Background(), c)
 	if err != nil {
@@ -328,7 +336,7 @@ func TestDiscardOldestEvictsTheHead(t *testing.T) {
 	if older.dropped.Load() != 1 || !errors.As(older.dropErr, &de) || de.Reason != pool.DropEvicted {
 		t.Fatalf("older task dropped %d times with %v, want once with reason evicted", older.dropped.Load(), older.dropErr)
 	}
-	close(l.release)
+	l.open()
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +352,7 @@ func TestDiscardOldestEvictsTheHead(t *testing.T) {
 func TestDiscardOldestWithoutQueueDiscardsTheNewTask(t *testing.T) {
 	p := newPool(t, pool.Config{Core: 1, Policy: pool.DiscardOldest})
 	l := saturate(t, p)
-	defer close(l.release)
+	defer l.open()
 	c := &counted{}
 	if err := p.Go(context.Background(), c); err != nil {
 		t.Fatal(err)
@@ -367,7 +375,7 @@ func TestExpiredTaskNeverRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	close(l.release)
+	l.open()
 	err = f.Wait(ctx)
 	var de *pool.DroppedError
 	if !errors.As(err, &de) || de.Reason != pool.DropExpired || !errors.Is(err, context.Canceled) {
@@ -471,15 +479,15 @@ func TestExtraWorkerLeavesAfterIdleTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		a, b := newLatch(), newLatch()
+		a, b := newLatch(t), newLatch(t)
 		if err := p.Go(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Go(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		close(a.release)
-		close(b.release)
+		a.open()
+		b.open()
 		synctest.Wait()
 		if s := p.Stats(); s.Workers != 2 || s.Idle != 2 {
 			t.Fatalf("workers=%d idle=%d right after the work, want 2, 2", s.Workers, s.Idle)
@@ -515,11 +523,11 @@ func TestNegativeIdleTimeoutLeavesAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		a, b := newLatch(), newLatch()
+		a, b := newLatch(t), newLatch(t)
 		_ = p.Go(ctx, a)
 		_ = p.Go(ctx, b)
-		close(a.release)
-		close(b.release)
+		a.open()
+		b.open()
 		synctest.Wait()
 		if s := p.Stats(); s.Workers != 1 {
 			t.Fatalf("workers=%d, want 1", s.Workers)
@@ -537,7 +545,7 @@ func TestOldestQueuedAge(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		l := newLatch()
+		l := newLatch(t)
 		_ = p.Go(ctx, l)
 		<-l.started
 		_ = p.Go(ctx, &counted{})
@@ -547,7 +555,7 @@ func TestOldestQueuedAge(t *testing.T) {
 		if s := p.Stats(); s.Queued != 2 || s.OldestQueued != 5*time.Second {
 			t.Fatalf("queued=%d oldest=%v, want 2, 5s", s.Queued, s.OldestQueued)
 		}
-		close(l.release)
+		l.open()
 		if err := p.Shutdown(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -583,7 +591,7 @@ func TestShutdownRunsQueuedWork(t *testing.T) {
 		t.Fatal("Done closed while a task is still running")
 	default:
 	}
-	close(l.release)
+	l.open()
 	if err := <-shut; err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +623,7 @@ func TestShutdownDeadlineDropsQueued(t *testing.T) {
 	if err := f.Err(); !errors.As(err, &de) || de.Reason != pool.DropClosed {
 		t.Fatalf("queued future = %v, want dropped with reason closed", err)
 	}
-	close(l.release)
+	l.open()
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -674,7 +682,7 @@ func TestObserverSeesEveryDecisionAndEnd(t *testing.T) {
 	l := saturate(t, p)
 	_ = p.Go(ctx, &counted{}) // queued
 	_ = p.Go(ctx, &counted{}) // evicts the one above
-	close(l.release)
+	l.open()
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +727,7 @@ func TestGoexitInTaskIsCounted(t *testing.T) {
 		}()
 		<-done
 		if l != nil {
-			close(l.release)
+			l.open()
 		}
 		if err := p.Shutdown(ctx); err != nil {
 			t.Fatal(err)
@@ -751,7 +759,7 @@ func TestGoexitDoesNotStrandTheQueue(t *testing.T) {
 	if err := p.Go(ctx, after); err != nil {
 		t.Fatal(err)
 	}
-	close(l.release)
+	l.open()
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
