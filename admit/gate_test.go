@@ -24,6 +24,14 @@ func TestMain(m *testing.M) {
 	if err := flag.Set("rapid.nofailfile", "true"); err != nil {
 		panic(err)
 	}
+	// Enough cases to matter (rapid's default is 100), unless asked.
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if !set && !testing.Short() {
+		if err := flag.Set("rapid.checks", "1000"); err != nil {
+			panic(err)
+		}
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -61,7 +69,13 @@ func checkInvariants(t testing.TB, s admit.Stats) {
 	}
 }
 
-func reasonOf(t testing.TB, err error) admit.Reason {
+// fataler is what reasonOf needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func reasonOf(t fataler, err error) admit.Reason {
 	t.Helper()
 	var rej *admit.RejectedError
 	if !errors.As(err, &rej) {
@@ -103,7 +117,20 @@ func TestNewValidatesConfig(t *testing.T) {
 }
 
 func TestTryAcquireUpToCapacityThenFull(t *testing.T) {
-	g := mustGate(t, admit.Config{Name: "disk", Capacity: 2})
+	// Timed, untimed (the one-CAS fast path) and observed gates take
+	// different paths through TryAcquire and Done.
+	for _, cfg := range []admit.Config{
+		{Name: "disk", Capacity: 2},
+		{Name: "disk", Capacity: 2, NoTiming: true},
+		{Name: "disk", Capacity: 2, Observer: &countingObserver{}},
+	} {
+		tryUpToCapacity(t, cfg)
+	}
+}
+
+func tryUpToCapacity(t *testing.T, cfg admit.Config) {
+	t.Helper()
+	g := mustGate(t, cfg)
 	p1, err := g.TryAcquire()
 	if err != nil {
 		t.Fatal(err)

@@ -67,16 +67,17 @@ func (m *GateMetrics) Add(g *admit.Gate) {
 	m.gates = append(m.gates, g)
 }
 
-// ObserveAdmission records the wait of callers that were queued.
+// ObserveAdmission records the wait of callers that were queued. A nil
+// *GateMetrics observes nothing (admit.New also treats one as no observer).
 func (m *GateMetrics) ObserveAdmission(e admit.AdmissionEvent) {
-	if e.Wait > 0 {
+	if m != nil && e.Wait > 0 {
 		m.wait.WithLabelValues(e.Gate).Observe(e.Wait.Seconds())
 	}
 }
 
 // ObserveCompletion records the hold time of work that produced a sample.
 func (m *GateMetrics) ObserveCompletion(e admit.CompletionEvent) {
-	if e.Sample() {
+	if m != nil && e.Sample() {
 		m.hold.WithLabelValues(e.Gate, e.Kind).Observe(e.Hold.Seconds())
 	}
 }
