@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -137,4 +138,32 @@ func listen(t *testing.T) net.Listener {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// The claim docs/library.md makes: this service, with its bounded queue,
+// reasons, Retry-After and metrics, takes no more code than the same
+// service on golang.org/x/sync/semaphore with hand-written 503s.
+func TestNoLongerThanTheSemaphoreVersion(t *testing.T) {
+	ours, theirs := codeLines(t, "main.go"), codeLines(t, "../../bench/library/semaphore/main.go")
+	t.Logf("code lines: sluice %d, x/sync/semaphore %d", ours, theirs)
+	if ours > theirs {
+		t.Errorf("examples/service has %d code lines, the semaphore version %d", ours, theirs)
+	}
+}
+
+// codeLines counts the lines of a Go file that are neither blank nor
+// only a comment.
+func codeLines(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "//") {
+			n++
+		}
+	}
+	return n
 }
