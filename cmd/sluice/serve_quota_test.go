@@ -145,7 +145,7 @@ func TestServeQuota429(t *testing.T) {
 		return map[string]string{"SLUICE_QUOTA": "name=per-client,rate=1/s,burst=2,key=header:X-Api-Key"}[k]
 	}}
 	go func() {
-		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"})
+		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"})
 	}()
 	rec := logRecord(t, &out, "serving")
 	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
@@ -211,7 +211,7 @@ func buildSluice(t *testing.T) string {
 // startServe starts a `sluice serve` process and returns its main and
 // admin addresses; it is killed when the test ends.
 func startServe(t *testing.T, bin string, args ...string) (addr, admin string) {
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_QUOTA=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -354,7 +354,7 @@ func TestServeQuotaRedisDownFailsOpen(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- runServe(ctx, env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}, []string{
-			"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+			"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0",
 			"--quota", "name=down,rate=0.4/s,burst=8,key=header:X-Api-Key",
 			"--quota-redis", "redis://" + dead + "/0", "--quota-instances", "4"})
 	}()
