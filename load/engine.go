@@ -139,6 +139,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.Concurrency == 0 && d.Shape.Count() == 0 {
 		return d, fmt.Errorf("%w: neither a rate nor a concurrency", ErrConfig)
 	}
+	if err := d.checkBounds(); err != nil {
+		return d, err
+	}
 	if d.Windows == 0 {
 		d.Windows = 1
 	}
@@ -171,8 +174,48 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if d.Concurrency == 0 && d.QueueDepth == 0 {
 		d.QueueDepth = DefaultQueueDepth(d.Workers, d.Shape.MeanRate(), d.P99Budget)
+		if d.QueueDepth > MaxQueueDepth {
+			return d, fmt.Errorf("%w: default queue depth rate × p99 budget = %d is over the bound; it is at most %d (set QueueDepth or a smaller P99Budget)", ErrConfig, d.QueueDepth, MaxQueueDepth)
+		}
 	}
 	return d, nil
+}
+
+// checkBounds refuses sizes past the limits in limits.go, before anything
+// is allocated for them.
+func (d *Config) checkBounds() error {
+	over := func(what string, got, max any) error {
+		return fmt.Errorf("%w: %s %v is over the bound: at most %v", ErrConfig, what, got, max)
+	}
+	switch {
+	case d.Concurrency > MaxWorkers:
+		return over("concurrency", d.Concurrency, MaxWorkers)
+	case d.Workers > MaxWorkers:
+		return over("workers", d.Workers, MaxWorkers)
+	case d.QueueDepth > MaxQueueDepth:
+		return over("queue depth", d.QueueDepth, MaxQueueDepth)
+	case d.P99Budget > MaxP99Budget:
+		return over("p99 budget", d.P99Budget, MaxP99Budget)
+	case d.Windows > MaxWindows:
+		return over("windows", d.Windows, MaxWindows)
+	case d.Duration > MaxWindowDuration:
+		return over("duration", d.Duration, MaxWindowDuration)
+	case d.Shape.Duration() > MaxWindowDuration:
+		return over("shape duration", d.Shape.Duration(), MaxWindowDuration)
+	}
+	dur := max(d.Duration, d.Shape.Duration())
+	if d.Concurrency > 0 && d.Duration == 0 {
+		dur = 10 * time.Second
+	}
+	if total := dur * time.Duration(max(d.Windows, 1)); total > MaxRunDuration {
+		return over("windows × duration", total, MaxRunDuration)
+	}
+	for _, t := range d.Targets {
+		if len(t.Body) > MaxBodyBytes {
+			return over("body bytes", len(t.Body), MaxBodyBytes)
+		}
+	}
+	return nil
 }
 
 // DefaultQueueDepth is max(workers, rate × p99 budget): the arrivals that can

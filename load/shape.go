@@ -25,14 +25,17 @@ type Shape struct {
 	total float64         // arrivals over the whole shape (not rounded)
 }
 
-// ErrBadShape reports a timetable that cannot be run (a rate <= 0, a negative
-// or zero duration).
+// ErrBadShape reports a timetable that cannot be run (a rate <= 0 or above
+// MaxRate, a negative or zero duration, more than MaxSegments pieces).
 var ErrBadShape = errors.New("load: bad load shape")
 
 // NewShape builds a timetable from segments. Every segment needs a positive
 // duration and non-negative rates, and at least one rate in the shape must be
 // positive.
 func NewShape(segs ...Segment) (Shape, error) {
+	if len(segs) > MaxSegments {
+		return Shape{}, fmt.Errorf("%w: %d segments; at most %d", ErrBadShape, len(segs), MaxSegments)
+	}
 	s := Shape{segs: append([]Segment(nil), segs...)}
 	var t time.Duration
 	var n float64
@@ -43,6 +46,9 @@ func NewShape(segs ...Segment) (Shape, error) {
 		}
 		if !(g.From >= 0) || !(g.To >= 0) || math.IsInf(g.From, 0) || math.IsInf(g.To, 0) {
 			return Shape{}, fmt.Errorf("%w: segment %d has rate %v..%v", ErrBadShape, i, g.From, g.To)
+		}
+		if g.From > MaxRate || g.To > MaxRate {
+			return Shape{}, fmt.Errorf("%w: segment %d has rate %v..%v; rates are at most %d/s", ErrBadShape, i, g.From, g.To, MaxRate)
 		}
 		if g.From > 0 || g.To > 0 {
 			positive = true

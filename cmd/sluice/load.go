@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -74,6 +75,18 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	if *windows < 1 {
 		return usageErr("--windows must be >= 1")
 	}
+	// Every size is checked against its bound before anything is built.
+	if msg := firstBound(
+		boundDur("--duration", *duration, load.MaxWindowDuration),
+		boundInt("--windows", *windows, load.MaxWindows),
+		boundDur("--duration × --windows", *duration*time.Duration(*windows), load.MaxRunDuration),
+		boundRate("--rate", *rate),
+		boundRate("--ramp-to", *rampTo),
+		boundInt("--concurrency", *concurrency, load.MaxWorkers),
+		rf.bounds(),
+	); msg != "" {
+		return usageErr("%s", msg)
+	}
 	cfg, err := rf.config()
 	if err != nil {
 		return usageErr("%v", err)
@@ -90,6 +103,9 @@ func runLoad(ctx context.Context, e env, args []string) int {
 		rates, err := parseFloats(*stepRates)
 		if err != nil {
 			return usageErr("--steps: %v", err)
+		}
+		if msg := boundRates("--steps", rates); msg != "" {
+			return usageErr("%s", msg)
 		}
 		if cfg.Shape, err = load.Stepped(rates, *duration); err != nil {
 			return usageErr("--steps: %v", err)
@@ -111,7 +127,64 @@ func runLoad(ctx context.Context, e env, args []string) int {
 			return usageErr("%v", err)
 		}
 	}
+	if cfg.Concurrency == 0 && cfg.QueueDepth == 0 {
+		if d := load.DefaultQueueDepth(cfg.Workers, cfg.Shape.MeanRate(), cfg.P99Budget); d > load.MaxQueueDepth {
+			return usageErr("--queue-depth: the default, rate × --p99-budget = %d, is over the bound: at most %d; give --queue-depth or a smaller --p99-budget", d, load.MaxQueueDepth)
+		}
+	}
 	return rf.run(ctx, e, "load", append([]string{"sluice", "load"}, args...), prof, []load.Config{cfg})
+}
+
+// firstBound returns the first non-empty message.
+func firstBound(msgs ...string) string {
+	for _, m := range msgs {
+		if m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+func boundInt(flag string, v, max int) string {
+	if v > max {
+		return fmt.Sprintf("%s %d is over the bound: at most %d", flag, v, max)
+	}
+	return ""
+}
+
+func boundDur(flag string, v, max time.Duration) string {
+	if v > max || v < 0 && flag == "--duration × --windows" { // a negative product overflowed
+		return fmt.Sprintf("%s %v is over the bound: at most %v", flag, v, max)
+	}
+	return ""
+}
+
+func boundRate(flag string, v float64) string {
+	if v > load.MaxRate || math.IsInf(v, 0) {
+		return fmt.Sprintf("%s %v is over the bound: at most %d requests per second", flag, v, load.MaxRate)
+	}
+	return ""
+}
+
+func boundRates(flag string, vs []float64) string {
+	if len(vs) > load.MaxSegments {
+		return fmt.Sprintf("%s has %d entries, over the bound: at most %d", flag, len(vs), load.MaxSegments)
+	}
+	for _, v := range vs {
+		if m := boundRate(flag, v); m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+// bounds checks the shared size flags against their bounds.
+func (rf *runFlags) bounds() string {
+	return firstBound(
+		boundInt("--workers", rf.workers, load.MaxWorkers),
+		boundInt("--queue-depth", rf.queueDepth, load.MaxQueueDepth),
+		boundDur("--p99-budget", rf.p99Budget, load.MaxP99Budget),
+	)
 }
 
 // runFlags are the flags load and sweep share.
@@ -136,7 +209,7 @@ type runFlags struct {
 	profile      string
 	caseName     string
 	out          string
-	live         string
+	live         liveFlag
 }
 
 func addRunFlags(fs *flag.FlagSet) *runFlags {
@@ -161,8 +234,71 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	fs.StringVar(&rf.profile, "profile", "", "profile JSON: judge the run against a case (PASS, FAIL, INVALID)")
 	fs.StringVar(&rf.caseName, "case", "", "profile case to use (needed when the profile has several)")
 	fs.StringVar(&rf.out, "out", "", "report file (default: load-report-<UTC time>.json in the current folder)")
-	fs.StringVar(&rf.live, "live", "auto", "live progress line on stderr each second: auto (when a terminal), on, off")
+	fs.Var(&rf.live, "live", "live progress line on stderr each second: auto (when a terminal), on or off (or true, false)")
 	return rf
+}
+
+// readBounded reads a file of at most max bytes, refusing a larger one
+// before reading it.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is over the bound: at most %d bytes", path, max)
+	}
+	return b, nil
+}
+
+// liveFlag is --live: "auto" (the zero value: on when stderr is a
+// terminal) or a boolean (on/off, or anything strconv.ParseBool takes).
+// Anything else is refused when the flag is parsed.
+type liveFlag struct {
+	set, value bool
+}
+
+func (l *liveFlag) String() string {
+	switch {
+	case l == nil || !l.set:
+		return "auto"
+	case l.value:
+		return "on"
+	}
+	return "off"
+}
+
+func (l *liveFlag) Set(v string) error {
+	switch v {
+	case "auto":
+		*l = liveFlag{}
+		return nil
+	case "on":
+		*l = liveFlag{set: true, value: true}
+		return nil
+	case "off":
+		*l = liveFlag{set: true}
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("--live takes auto, on, off, true or false, not %q", v)
+	}
+	*l = liveFlag{set: true, value: b}
+	return nil
+}
+
+// on says whether to print the live line, given whether stderr is a terminal.
+func (l liveFlag) on(terminal bool) bool {
+	if !l.set {
+		return terminal
+	}
+	return l.value
 }
 
 // listFlag collects a repeatable flag.
@@ -263,16 +399,22 @@ func (rf *runFlags) config() (load.Config, error) {
 	if rf.queueDepth < 0 {
 		return cfg, fmt.Errorf("--queue-depth must be >= 0")
 	}
-	if rf.p99Budget <= 0 || rf.timeout <= 0 || rf.maxLag <= 0 || rf.drainTimeout < 0 {
-		return cfg, fmt.Errorf("--p99-budget, --timeout and --max-lag must be > 0")
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--p99-budget", rf.p99Budget}, {"--timeout", rf.timeout}, {"--max-lag", rf.maxLag}} {
+		if d.v <= 0 {
+			return cfg, fmt.Errorf("%s must be > 0, got %v", d.flag, d.v)
+		}
 	}
-	if !(rf.maxCPU > 0) {
-		return cfg, fmt.Errorf("--max-cpu must be > 0")
+	if rf.drainTimeout < 0 {
+		return cfg, fmt.Errorf("--drain-timeout must be >= 0 (0: --timeout + 5s), got %v", rf.drainTimeout)
 	}
-	switch rf.live {
-	case "auto", "on", "off":
-	default:
-		return cfg, fmt.Errorf("--live must be auto, on or off")
+	if msg := rf.bounds(); msg != "" {
+		return cfg, errors.New(msg)
+	}
+	if !(rf.maxCPU > 0) || math.IsInf(rf.maxCPU, 0) {
+		return cfg, fmt.Errorf("--max-cpu must be > 0 and finite")
 	}
 	def := load.Target{Method: rf.method, Header: http.Header{}}
 	for _, h := range rf.headers {
@@ -289,14 +431,14 @@ func (rf *runFlags) config() (load.Config, error) {
 		def.Body = []byte(rf.body)
 	}
 	if rf.bodyFile != "" {
-		b, err := os.ReadFile(rf.bodyFile)
+		b, err := readBounded(rf.bodyFile, load.MaxBodyBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--body-file: %v", err)
 		}
 		def.Body = b
 	}
 	if rf.targetsFile != "" {
-		b, err := os.ReadFile(rf.targetsFile)
+		b, err := readBounded(rf.targetsFile, load.MaxTargetsFileBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--targets: %v", err)
 		}
@@ -348,7 +490,7 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)
 		return exitUsage
 	}
-	if rf.live == "on" || (rf.live == "auto" && isTerminal(e.stderr)) {
+	if rf.live.on(isTerminal(e.stderr)) {
 		for i := range steps {
 			steps[i].Live = func(p load.Progress) { fmt.Fprintln(e.stderr, load.FormatProgress(p)) }
 		}
@@ -357,11 +499,14 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	r, err := load.Run(ctx, kind, meta, steps)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)
-		return exitUsage
+		if errors.Is(err, load.ErrConfig) || errors.Is(err, load.ErrBadShape) || errors.Is(err, load.ErrBadTarget) {
+			return exitUsage
+		}
+		return exitInternal
 	}
 	if err := load.WriteReport(out, r); err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: writing the report: %v\n", kind, err)
-		return exitFail
+		return exitInternal
 	}
 	if kind == "sweep" {
 		load.WriteCliffTable(e.stdout, r)

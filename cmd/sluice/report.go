@@ -54,7 +54,7 @@ func runReport(ctx context.Context, e env, args []string) int {
 		page := load.RenderHTML(reports, fs.Args())
 		if err := load.WriteFileAtomic(*html, page); err != nil {
 			fmt.Fprintf(e.stderr, "sluice report: %v\n", err)
-			return exitFail
+			return exitInternal
 		}
 		fmt.Fprintf(e.stdout, "html: %s\n", *html)
 	}
@@ -102,7 +102,7 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 	}
 	if err := load.WriteReport(path, m); err != nil {
 		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
-		return exitFail
+		return exitInternal
 	}
 	load.WriteSummary(e.stdout, m)
 	fmt.Fprintf(e.stdout, "report: %s\n", path)

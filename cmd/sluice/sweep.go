@@ -47,6 +47,13 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	if *rates != "" && set["concurrencies"] {
 		return usageErr("--rates and --concurrencies are exclusive")
 	}
+	if msg := firstBound(
+		boundDur("--step-duration", *stepDur, load.MaxWindowDuration),
+		boundInt("--windows", *windows, load.MaxWindows),
+		rf.bounds(),
+	); msg != "" {
+		return usageErr("%s", msg)
+	}
 	base, err := rf.config()
 	if err != nil {
 		return usageErr("%v", err)
@@ -57,6 +64,9 @@ func runSweep(ctx context.Context, e env, args []string) int {
 		rs, err := parseFloats(*rates)
 		if err != nil {
 			return usageErr("--rates: %v", err)
+		}
+		if msg := boundRates("--rates", rs); msg != "" {
+			return usageErr("%s", msg)
 		}
 		for _, r := range rs {
 			c := base
@@ -69,6 +79,14 @@ func runSweep(ctx context.Context, e env, args []string) int {
 		cs, err := parseInts(*concs)
 		if err != nil {
 			return usageErr("--concurrencies: %v", err)
+		}
+		if len(cs) > load.MaxSegments {
+			return usageErr("--concurrencies has %d rungs, over the bound: at most %d", len(cs), load.MaxSegments)
+		}
+		for _, n := range cs {
+			if msg := boundInt("--concurrencies", n, load.MaxWorkers); msg != "" {
+				return usageErr("%s", msg)
+			}
 		}
 		for _, n := range cs {
 			c := base
