@@ -82,3 +82,25 @@ func TestLiveFlagIsStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetsFileCannotInjectHeaders: the targets file goes through the
+// same header check as --header.
+func TestTargetsFileCannotInjectHeaders(t *testing.T) {
+	srv := okServer(t, 0)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.json")
+	tf := writeFile(t, dir, "t.json", `[{"url":"`+srv.URL+`/","headers":{"X-A":["a\r\nInjected: yes"]}}]`)
+	for _, args := range [][]string{
+		{"load", "--targets", tf, "--rate", "10"},
+		{"load", "--url", srv.URL, "--rate", "10", "--header", "X-A: a\r\nInjected: yes"},
+		{"load", "--url", srv.URL, "--rate", "10", "--header", "X-A: a\x00b"},
+	} {
+		code, _, stderr := runCmd(context.Background(), nil, append(args, "--out", out, "--duration", "100ms")...)
+		if code != exitUsage || !strings.Contains(stderr, "control character") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming the control character", args, code, stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Error("a report was written")
+		}
+	}
+}
