@@ -101,7 +101,10 @@ func ReadReport(path string) (*Report, error) {
 }
 
 // Validate checks what the JSON schema cannot: the outcome classes
-// reconcile, and each histogram decodes and agrees with its summary.
+// reconcile, and every stored summary a verdict reads (latency percentiles,
+// rates, timeline totals, driver CPU use, attribution) equals its
+// recomputation from the histograms and counts. The error names the first
+// field that disagrees.
 func Validate(r *Report) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadReport}, a...)...)
@@ -132,25 +135,8 @@ func Validate(r *Report) error {
 			if err := c.Reconcile(); err != nil {
 				return bad("%s: %v", where, err)
 			}
-			var tl Second
-			for _, s := range w.Timeline {
-				tl.Scheduled += s.Scheduled
-				tl.Dropped += s.Dropped
-			}
-			if tl.Scheduled != c.Scheduled || tl.Dropped != c.Dropped {
-				return bad("%s: timeline disagrees with counts", where)
-			}
-			for name, d := range map[string]Dist{
-				"schedule_wait": w.Latency.ScheduleWait, "request_time": w.Latency.RequestTime,
-				"response_time": w.Latency.ResponseTime, "first_byte": w.Latency.FirstByte,
-				"ok_response_time": w.Latency.OKResponseTime, "schedule_lag": w.Driver.ScheduleLag,
-			} {
-				if _, err := histOf(d); err != nil {
-					return bad("%s %s: %v", where, name, err)
-				}
-			}
-			if w.Latency.ResponseTime.Count != c.OK+c.Refused+c.HTTPError {
-				return bad("%s: response_time count %d, want ok+refused+http_error = %d", where, w.Latency.ResponseTime.Count, c.OK+c.Refused+c.HTTPError)
+			if err := verifyWindow(w, r.Host, r.Kind); err != nil {
+				return bad("%s: %v", where, err)
 			}
 		}
 	}

@@ -99,3 +99,43 @@ func TestParseReportRejects(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// TestParseReportRefusesEditedSummaries edits, one at a time, each stored
+// figure a verdict reads, leaving the histograms and counts alone. Every
+// edit must be refused with an error naming the field: a report whose p99
+// was lowered by hand must not pass a release check.
+func TestParseReportRefusesEditedSummaries(t *testing.T) {
+	r := realReport(t)
+	good, _ := MarshalReport(r)
+	if _, err := ParseReport(good); err != nil {
+		t.Fatalf("the untouched report is refused: %v", err)
+	}
+	mutate := func(f func(w *Window)) []byte {
+		c, _ := ParseReport(good)
+		f(&c.Steps[0].Windows[1])
+		b, _ := MarshalReport(c)
+		return b
+	}
+	cases := []struct {
+		field string
+		edit  func(w *Window)
+	}{
+		{"latency.response_time.p99_ms", func(w *Window) { w.Latency.ResponseTime.P99 /= 2 }},
+		{"latency.response_time.p50_ms", func(w *Window) { w.Latency.ResponseTime.P50 += 1 }},
+		{"latency.ok_response_time.max_ms", func(w *Window) { w.Latency.OKResponseTime.Max = 0 }},
+		{"latency.request_time.p99_ms", func(w *Window) { w.Latency.RequestTime.P99 = 0.001 }},
+		{"driver.schedule_lag.p99_ms", func(w *Window) { w.Driver.ScheduleLag.P99 = 0 }},
+		{"rates.ok", func(w *Window) { w.Rates.OK *= 10 }},
+		{"rates.offered", func(w *Window) { w.Rates.Offered++ }},
+		{"driver.cpu_utilization", func(w *Window) { w.Driver.CPUUtilization = 0 ; w.Driver.CPUSeconds = 1 }},
+		{"timeline ok", func(w *Window) { w.Timeline[0].OK++ }},
+		{"timeline refused", func(w *Window) { w.Timeline[0].Refused-- }},
+		{"metrics attribution", func(w *Window) { w.Metrics.Unattributed++ }},
+	}
+	for _, c := range cases {
+		_, err := ParseReport(mutate(c.edit))
+		if !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s edited: err %v, want ErrBadReport naming the field", c.field, err)
+		}
+	}
+}

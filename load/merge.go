@@ -1,6 +1,8 @@
 package load
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -16,9 +18,23 @@ var ErrMerge = errors.New("load: cannot merge")
 // window duration. Server metrics are the server's, not a driver's: the
 // first report's scrape is kept and attribution redone against the merged
 // refusals. The verdict is re-judged with the first report's profile case.
+// The same run given twice (identical content) is refused: its requests
+// would count twice.
 func Merge(meta Meta, rs []*Report) (*Report, error) {
 	if len(rs) < 2 {
 		return nil, fmt.Errorf("%w: need at least two reports", ErrMerge)
+	}
+	seen := map[[32]byte]int{}
+	for i, r := range rs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: report %d: %v", ErrMerge, i, err)
+		}
+		sum := sha256.Sum256(b)
+		if j, dup := seen[sum]; dup {
+			return nil, fmt.Errorf("%w: report %d is the same run as report %d: merging it would count every request twice", ErrMerge, i, j)
+		}
+		seen[sum] = i
 	}
 	if meta.Profile == nil {
 		meta.Profile = rs[0].Profile

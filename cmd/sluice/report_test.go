@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMergeRefusesDuplicatesAndOverwritingAnInput: the same file twice, a
+// copy of it, or --out naming an input are usage errors, and no input is
+// touched.
+func TestMergeRefusesDuplicatesAndOverwritingAnInput(t *testing.T) {
+	srv := okServer(t, 0)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	for _, p := range []string{a, b} {
+		if code, stdout, stderr := runCmd(context.Background(), nil, "load", "--url", srv.URL, "--rate", "50", "--duration", "100ms", "--out", p, "--max-lag", "1s", "--live", "off"); code != exitOK {
+			t.Fatalf("load: %d %s %s", code, stdout, stderr)
+		}
+	}
+	acopy := filepath.Join(dir, "a-copy.json")
+	orig, _ := os.ReadFile(a)
+	if err := os.WriteFile(acopy, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alink := filepath.Join(dir, "a-link.json")
+	if err := os.Symlink(a, alink); err != nil {
+		t.Fatal(err)
+	}
+	m := filepath.Join(dir, "m.json")
+	cases := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--out", m, a, a}, "same file"},
+		{[]string{"--out", m, a, "./" + filepath.Base(a)}, "same file"},
+		{[]string{"--out", m, a, alink}, "same file"},
+		{[]string{"--out", m, a, acopy}, "same content"},
+		{[]string{"--out", a, a, b}, "refusing to overwrite an input"},
+		{[]string{"--out", b, a, b}, "refusing to overwrite an input"},
+	}
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chdir(wd) })
+	for _, c := range cases {
+		code, _, stderr := runCmd(context.Background(), nil, append([]string{"report", "merge"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.msg)
+		}
+	}
+	if now, _ := os.ReadFile(a); !bytes.Equal(now, orig) {
+		t.Error("an input was changed")
+	}
+	if _, err := os.Stat(m); err == nil {
+		t.Error("a merged report was written")
+	}
+	if code, _, stderr := runCmd(context.Background(), nil, "report", "merge", "--out", m, a, b); code != exitOK {
+		t.Errorf("distinct inputs: exit %d %s", code, stderr)
+	}
+}
+
+// TestCheckRefusesEditedSummary: lowering a stored p99 or raising a stored
+// ok rate by hand makes check refuse the report (exit 2, naming the field)
+// instead of judging the edited number.
+func TestCheckRefusesEditedSummary(t *testing.T) {
+	srv := okServer(t, 4)
+	dir := t.TempDir()
+	strict := writeFile(t, dir, "strict.json", `{"name":"p","cases":[{"name":"c","qps_floor":1000000}]}`)
+	out := filepath.Join(dir, "r.json")
+	if code, stdout, stderr := runCmd(context.Background(), nil, "load", "--url", srv.URL, "--rate", "100", "--duration", "200ms", "--out", out, "--max-lag", "1s", "--live", "off"); code != exitOK {
+		t.Fatalf("load: %d %s %s", code, stdout, stderr)
+	}
+	if code, _, _ := runCmd(context.Background(), nil, "check", "--profile", strict, out); code != exitFail {
+		t.Fatalf("untouched report: exit %d, want 1 (FAIL)", code)
+	}
+	orig, _ := os.ReadFile(out)
+	for _, field := range []string{"rates.ok", "latency.response_time.p99_ms"} {
+		edited := editWindowField(t, orig, field)
+		p := filepath.Join(dir, "edited.json")
+		if err := os.WriteFile(p, edited, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCmd(context.Background(), nil, "check", "--profile", strict, p)
+		if code != exitUsage || !strings.Contains(stderr, field) {
+			t.Errorf("%s edited: exit %d, stdout %q stderr %q; want 2 naming the field", field, code, stdout, stderr)
+		}
+	}
+}
+
+// editWindowField multiplies a numeric field (a dotted path) of the first
+// window of the first step by 1000, as a hand edit would, and returns the
+// report.
+func editWindowField(t *testing.T, report []byte, field string) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(report, &doc); err != nil {
+		t.Fatal(err)
+	}
+	node := doc["steps"].([]any)[0].(map[string]any)["windows"].([]any)[0].(map[string]any)
+	parts := strings.Split(field, ".")
+	for _, k := range parts[:len(parts)-1] {
+		node = node[k].(map[string]any)
+	}
+	last := parts[len(parts)-1]
+	v := node[last].(float64)
+	if strings.HasSuffix(last, "_ms") {
+		node[last] = v / 1000 // a lowered latency
+	} else {
+		node[last] = v*1000 + 1 // a raised rate
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
