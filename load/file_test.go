@@ -127,7 +127,7 @@ func TestParseReportRefusesEditedSummaries(t *testing.T) {
 		{"driver.schedule_lag.p99_ms", func(w *Window) { w.Driver.ScheduleLag.P99 = 0 }},
 		{"rates.ok", func(w *Window) { w.Rates.OK *= 10 }},
 		{"rates.offered", func(w *Window) { w.Rates.Offered++ }},
-		{"driver.cpu_utilization", func(w *Window) { w.Driver.CPUUtilization = 0 ; w.Driver.CPUSeconds = 1 }},
+		{"driver.cpu_utilization", func(w *Window) { w.Driver.CPUUtilization = 0; w.Driver.CPUSeconds = 1 }},
 		{"timeline ok", func(w *Window) { w.Timeline[0].OK++ }},
 		{"timeline refused", func(w *Window) { w.Timeline[0].Refused-- }},
 		{"metrics attribution", func(w *Window) { w.Metrics.Unattributed++ }},
