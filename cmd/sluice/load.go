@@ -26,7 +26,7 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: sluice load --url URL (--rate R | --concurrency C) [flags]")
+		fmt.Fprintln(e.stderr, "usage: sluice load [--url] URL (--rate R | --concurrency C) [flags]")
 		fmt.Fprintln(e.stderr, "Every flag can also be set as SLUICE_<FLAG> (upper case, - as _).")
 		fs.PrintDefaults()
 	}
@@ -37,7 +37,7 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	concurrency := fs.Int("concurrency", 0, "closed loop: this many workers, each sending after the previous answer")
 	duration := fs.Duration("duration", 10*time.Second, "length of each window")
 	windows := fs.Int("windows", 1, "number of windows, each judged on its own, with a drain between them")
-	if code, ok := parseArgs(fs, e, args); !ok {
+	if code, ok := parseArgs(fs, e, rf, args); !ok {
 		return code
 	}
 	set := setFlags(fs)
@@ -307,15 +307,37 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ", ") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// parseArgs parses flags (with their SLUICE_* twins, see flags.go) and
-// refuses positional arguments. ok == false means stop with code.
-func parseArgs(fs *flag.FlagSet, e env, args []string) (code int, ok bool) {
-	if err := parseFlags(fs, e, args); err != nil {
+// parseArgs parses flags (with their SLUICE_* twins, see flags.go), with
+// flags and positional arguments in any order, as hey, oha and wrk allow:
+// each positional argument is a target URL, added to --url. ok == false
+// means stop with code.
+func parseArgs(fs *flag.FlagSet, e env, rf *runFlags, args []string) (code int, ok bool) {
+	var positional []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return parseExit(err), false
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			break
+		}
+		if consumed := len(rest) - len(left); consumed > 0 && rest[consumed-1] == "--" {
+			positional = append(positional, left...) // after --, everything is an argument
+			break
+		}
+		positional = append(positional, left[0])
+		rest = left[1:]
+	}
+	if err := parseFlags(fs, e, nil); err != nil { // the environment twins
 		return parseExit(err), false
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return exitUsage, false
+	for _, a := range positional {
+		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
+			fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q (a positional argument is a target URL, http:// or https://)\n", fs.Name(), a)
+			return exitUsage, false
+		}
+		rf.urls = append(rf.urls, a)
 	}
 	return 0, true
 }

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/load"
 )
 
 // TestMergeRefusesDuplicatesAndOverwritingAnInput: the same file twice, a
@@ -119,4 +122,41 @@ func editWindowField(t *testing.T, report []byte, field string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestLoadPositionalURL: `sluice load http://host/ --rate R` works as in
+// hey, oha and wrk, before or after the flags; --url still works beside it.
+func TestLoadPositionalURL(t *testing.T) {
+	srv := okServer(t, 0)
+	dir := t.TempDir()
+	for i, args := range [][]string{
+		{"load", srv.URL + "/p", "--rate", "50", "--duration", "100ms"},
+		{"load", "--rate", "50", srv.URL + "/p", "--duration", "100ms"},
+		{"load", "--rate", "50", "--duration", "100ms", "--url", srv.URL + "/q", srv.URL + "/p"},
+	} {
+		out := filepath.Join(dir, "r.json")
+		code, stdout, stderr := runCmd(context.Background(), nil, append(args, "--out", out, "--max-lag", "1s", "--live", "off")...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, stdout, stderr)
+		}
+		r, err := load.ReadReport(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := r.Steps[0].Settings.Targets
+		var urls []string
+		for _, tg := range ts {
+			urls = append(urls, tg.URL)
+		}
+		if !slices.Contains(urls, srv.URL+"/p") || (i == 2) != (len(urls) == 2) {
+			t.Errorf("%v: targets %v", args, urls)
+		}
+		if r.Steps[0].Windows[0].Counts.OK == 0 {
+			t.Errorf("%v: nothing ok", args)
+		}
+	}
+	code, _, stderr := runCmd(context.Background(), nil, "load", srv.URL, "--rate", "5", "extra", "--out", filepath.Join(dir, "x.json"))
+	if code != exitUsage || !strings.Contains(stderr, `unexpected argument "extra"`) {
+		t.Errorf("stray word: exit %d %q", code, stderr)
+	}
 }

@@ -18,7 +18,7 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: sluice sweep --url URL [--concurrencies 16,24,...|--rates R1,R2,...] [flags]")
+		fmt.Fprintln(e.stderr, "usage: sluice sweep [--url] URL [--concurrencies 16,24,...|--rates R1,R2,...] [flags]")
 		fs.PrintDefaults()
 	}
 	rf := addRunFlags(fs)
@@ -26,7 +26,7 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	rates := fs.String("rates", "", "open-loop ladder of rates (replaces --concurrencies)")
 	stepDur := fs.Duration("step-duration", 5*time.Second, "length of each window of each step")
 	windows := fs.Int("windows", 1, "windows per step")
-	if code, ok := parseArgs(fs, e, args); !ok {
+	if code, ok := parseArgs(fs, e, rf, args); !ok {
 		return code
 	}
 	set := setFlags(fs)
