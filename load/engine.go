@@ -14,6 +14,7 @@ import (
 	"net/http/httptrace"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,6 +231,7 @@ type arrival struct {
 	sched  time.Duration // since the run's base time
 	win    *winRec
 	target int
+	phase  int // index into win's phases (0 when it has none)
 }
 
 type refusalKey struct {
@@ -247,7 +249,27 @@ type stripe struct {
 	terr     map[string]int64
 	refusals map[refusalKey]int64
 	timeline []Second
+	phases   []phaseTally
 	_        [64]byte
+}
+
+// phaseTally is a stripe's share of one phase row.
+type phaseTally struct {
+	c            PhaseCounts
+	resp, okResp *hdrHist // nil in the pacer's stripe
+}
+
+// add counts an outcome class in the phase's row.
+func (t *phaseTally) add(class int) {
+	t.c.Sent++
+	switch class {
+	case classOK:
+		t.c.OK++
+	case classRefused:
+		t.c.Refused++
+	default:
+		t.c.Errors++
+	}
 }
 
 type histSet struct{ wait, req, resp, okResp, fb, lag *hdrHist }
@@ -270,16 +292,26 @@ type winRec struct {
 	pace    *stripe // the pacer's share: scheduled, drops, lag
 	wg      sync.WaitGroup
 	cpu0    time.Duration // driver CPU when the window started
+	phases  []phase       // the rows of a stepped or ramped window
+	lat     *secLatency   // per-second response-time histograms
+	lagSec  []float64     // per-second schedule-lag p99 (ms), written by the pacer
+	lagCur  lagSecond     // the pacer's current second
 }
 
-func newWinRec(index, nstripes int, dur time.Duration) *winRec {
+func newWinRec(index, nstripes int, dur time.Duration, phases []phase) *winRec {
 	secs := int((dur+time.Second-1)/time.Second) + 1
-	w := &winRec{index: index, dur: dur}
+	w := &winRec{index: index, dur: dur, phases: phases, lat: newSecLatency(secs), lagSec: make([]float64, secs)}
 	mk := func(lag bool) *stripe {
-		return &stripe{
+		s := &stripe{
 			h: newHistSet(lag), terr: map[string]int64{}, refusals: map[refusalKey]int64{},
-			timeline: make([]Second, secs),
+			timeline: make([]Second, secs), phases: make([]phaseTally, len(phases)),
 		}
+		if !lag {
+			for i := range s.phases {
+				s.phases[i].resp, s.phases[i].okResp = newPhaseHist(), newPhaseHist()
+			}
+		}
+		return s
 	}
 	for range nstripes {
 		w.stripes = append(w.stripes, mk(false))
@@ -375,7 +407,7 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 	end := EndDone
 	if c.Concurrency > 0 {
 		for wi := 0; wi < c.Windows && end == EndDone; wi++ {
-			w := newWinRec(wi, nstripes, c.Duration)
+			w := newWinRec(wi, nstripes, c.Duration, nil)
 			before := e.beforeWindow(stepCtx, w)
 			var wg sync.WaitGroup
 			for _, wk := range workers {
@@ -407,10 +439,11 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 		go func() { defer pool.Done(); wk.openLoop(q, nstripes) }()
 	}
 	pk := newPicker(c.Pick, c.Targets, 0)
+	phases := c.Shape.phases()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for wi := 0; wi < c.Windows && end == EndDone; wi++ {
-		w := newWinRec(wi, nstripes, c.Duration)
+		w := newWinRec(wi, nstripes, c.Duration, phases)
 		before := e.beforeWindow(stepCtx, w)
 		e.pace(stepCtx, w, q, pk, timer)
 		if ctx.Err() != nil {
@@ -472,8 +505,15 @@ func (e *engine) pace(ctx context.Context, w *winRec, q chan<- arrival, pk *pick
 	shape := e.cfg.Shape
 	n := shape.Count()
 	p := w.pace
+	ph := 0
+	w.lagCur.sec = 0
+	defer w.lagCur.flush(w.lagSec)
 	for i := int64(0); i < n; i++ {
-		due := w.start + shape.At(i)
+		off := shape.At(i)
+		for ph < len(w.phases)-1 && off >= w.phases[ph].end {
+			ph++
+		}
+		due := w.start + off
 		now := time.Since(e.base)
 		if d := due - now; d > 0 {
 			if !e.sleepUntil(ctx, due, timer) {
@@ -483,7 +523,7 @@ func (e *engine) pace(ctx context.Context, w *winRec, q chan<- arrival, pk *pick
 		} else if i&255 == 0 && ctx.Err() != nil {
 			return
 		}
-		a := arrival{sched: due, win: w, target: pk.pick()}
+		a := arrival{sched: due, win: w, target: pk.pick(), phase: ph}
 		w.wg.Add(1)
 		queued := true
 		select {
@@ -493,14 +533,21 @@ func (e *engine) pace(ctx context.Context, w *winRec, q chan<- arrival, pk *pick
 			w.wg.Done()
 		}
 		sec := w.sec(due)
+		w.lagCur.record(sec, now-due, w.lagSec)
 		p.mu.Lock()
 		record(p.h.lag, now-due)
 		p.c.Scheduled++
 		p.timeline[sec].Scheduled++
+		if len(p.phases) > 0 {
+			p.phases[ph].c.Scheduled++
+		}
 		if !queued {
 			p.c.Dropped++
 			p.timeline[sec].Dropped++
 			p.c.DropReasons[DropQueueFull]++
+			if len(p.phases) > 0 {
+				p.phases[ph].c.Dropped++
+			}
 		}
 		p.mu.Unlock()
 	}
@@ -600,6 +647,9 @@ func (wk *worker) openLoop(q <-chan arrival, nstripes int) {
 			p.c.Dropped++
 			p.c.DropReasons[DropCanceled]++
 			p.timeline[sec].Dropped++
+			if len(p.phases) > 0 {
+				p.phases[a.phase].c.Dropped++
+			}
 			p.mu.Unlock()
 			a.win.wg.Done()
 			continue
@@ -737,7 +787,20 @@ func (wk *worker) do(a arrival, st *stripe) {
 			record(st.h.okResp, done-a.sched)
 		}
 	}
+	if len(st.phases) > 0 {
+		pt := &st.phases[a.phase]
+		pt.add(class)
+		if class <= classHTTPError {
+			record(pt.resp, done-a.sched)
+			if class == classOK {
+				record(pt.okResp, done-a.sched)
+			}
+		}
+	}
 	st.mu.Unlock()
+	if class <= classHTTPError {
+		a.win.lat.record(sec, done-a.sched, class == classOK)
+	}
 }
 
 // envelope parses a refusal body, reusing the last parse when the body is
@@ -803,6 +866,13 @@ func (c Config) stepHeader() Step {
 			st.Label = "rate=" + strconv.FormatFloat(st.Rate, 'f', -1, 64)
 			if st.RampTo > 0 {
 				st.Label += ".." + strconv.FormatFloat(st.RampTo, 'f', -1, 64)
+			}
+			if len(st.StepRates) > 0 {
+				rs := make([]string, len(st.StepRates))
+				for i, r := range st.StepRates {
+					rs[i] = strconv.FormatFloat(r, 'f', -1, 64)
+				}
+				st.Label = "steps=" + strings.Join(rs, ",")
 			}
 		}
 	}

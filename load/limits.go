@@ -23,9 +23,9 @@ const (
 	// MaxP99Budget is the longest response-time budget: the histograms'
 	// ceiling is 10 minutes.
 	MaxP99Budget = 10 * time.Minute
-	// MaxWindowDuration bounds one window: its per-second timeline, kept by
-	// up to nine stripes, is about 64 bytes × 9 per second (about 50 MiB for
-	// a day).
+	// MaxWindowDuration bounds one window: its per-second timeline costs
+	// about 2 KiB a second (two coarse latency histograms, and counts in up
+	// to nine stripes): about 170 MiB for a day.
 	MaxWindowDuration = 24 * time.Hour
 	// MaxWindows bounds the windows of a step, and MaxRunDuration the sum of
 	// all windows of all steps: the report keeps every second's timeline
@@ -33,8 +33,9 @@ const (
 	MaxWindows     = 1000
 	MaxRunDuration = 7 * 24 * time.Hour
 	// MaxSegments bounds the pieces of a Shape (the --steps list) and the
-	// rungs of a sweep.
-	MaxSegments = 1000
+	// rungs of a sweep. Each piece is a row of the report, with two small
+	// histograms (24 KiB each) per stripe of every window.
+	MaxSegments = 100
 	// MaxBodyBytes bounds a request body (held once per target) and
 	// MaxTargetsFileBytes a targets file.
 	MaxBodyBytes        = 64 << 20

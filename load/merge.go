@@ -135,6 +135,12 @@ func mergeWindows(ws []Window) (Window, error) {
 			t.OK += s.OK
 			t.Refused += s.Refused
 			t.Errors += s.Errors
+			// Coarse per-second percentiles do not merge exactly: keep the
+			// highest, an upper bound.
+			t.ResponseP50 = max(t.ResponseP50, s.ResponseP50)
+			t.ResponseP99 = max(t.ResponseP99, s.ResponseP99)
+			t.OKResponseP99 = max(t.OKResponseP99, s.OKResponseP99)
+			t.LagP99 = max(t.LagP99, s.LagP99)
 		}
 		out.Driver.CPUSeconds += w.Driver.CPUSeconds
 		out.Driver.CPUUtilization = max(out.Driver.CPUUtilization, w.Driver.CPUUtilization)
@@ -168,6 +174,11 @@ func mergeWindows(ws []Window) (Window, error) {
 		out.Driver.Reasons = append(out.Driver.Reasons, w.Driver.Reasons...)
 	}
 	out.Rates = ratesOf(c, out.DurationS)
+	ps, err := mergePhases(ws)
+	if err != nil {
+		return Window{}, err
+	}
+	out.Phases = ps
 	if out.Metrics != nil {
 		m := out.Metrics
 		if m.Error == "" {
@@ -190,4 +201,38 @@ func addMap(dst, src map[string]int64) {
 	for k, v := range src {
 		dst[k] += v
 	}
+}
+
+// mergePhases adds the phase rows of windows that have the same rows; rows
+// of different shapes (or none) are dropped from the merge.
+func mergePhases(ws []Window) ([]Phase, error) {
+	n := len(ws[0].Phases)
+	for _, w := range ws {
+		if len(w.Phases) != n {
+			return nil, nil
+		}
+	}
+	out := make([]Phase, n)
+	for i := range out {
+		p := ws[0].Phases[i]
+		p.Counts, p.RateFrom, p.RateTo = PhaseCounts{}, 0, 0
+		var resp, ok []Dist
+		for _, w := range ws {
+			q := w.Phases[i]
+			addPhaseCounts(&p.Counts, q.Counts)
+			p.RateFrom += q.RateFrom
+			p.RateTo += q.RateTo
+			resp, ok = append(resp, q.ResponseTime), append(ok, q.OKResponseTime)
+		}
+		var err error
+		if p.ResponseTime, err = mergeDists(resp...); err != nil {
+			return nil, err
+		}
+		if p.OKResponseTime, err = mergeDists(ok...); err != nil {
+			return nil, err
+		}
+		p.Rates = ratesOf(Counts{Scheduled: p.Counts.Scheduled, Sent: p.Counts.Sent, OK: p.Counts.OK}, p.EndS-p.StartS)
+		out[i] = p
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package load
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,7 +39,7 @@ func WriteSummary(w io.Writer, r *Report) {
 		}
 		fmt.Fprintln(w, ")")
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "win\tsched\tsent\tok\trefused\thttp_err\ttransp_err\tunfin\tdropped\tok/s\tresp p50\tresp p99\treq p99\twait p99\tlag p99\tdriver\t")
+		fmt.Fprintln(tw, "win\tsched\tsent\tok\trefused\thttp_err\ttransp_err\tunfin\tdropped\tok/s\tok p50\tok p99\tall p50\tall p99\texchange p99\tsched wait p99\tpacer lag p99\tdriver\t")
 		for _, win := range st.Windows {
 			c := win.Counts
 			l := win.Latency
@@ -46,12 +47,23 @@ func WriteSummary(w io.Writer, r *Report) {
 			if win.Driver.Limited {
 				drv = "LIMITED"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 				win.Index, c.Scheduled, c.Sent, c.OK, c.Refused, c.HTTPError, c.TransportError, c.Unfinished, c.Dropped,
-				win.Rates.OK, fmtMS(l.ResponseTime.P50), fmtMS(l.ResponseTime.P99), fmtMS(l.RequestTime.P99),
-				fmtMS(l.ScheduleWait.P99), fmtMS(win.Driver.ScheduleLag.P99), drv)
+				win.Rates.OK, fmtDist(l.OKResponseTime, l.OKResponseTime.P50), fmtDist(l.OKResponseTime, l.OKResponseTime.P99),
+				fmtDist(l.ResponseTime, l.ResponseTime.P50), fmtDist(l.ResponseTime, l.ResponseTime.P99),
+				fmtDist(l.RequestTime, l.RequestTime.P99), fmtDist(l.ScheduleWait, l.ScheduleWait.P99),
+				fmtDist(win.Driver.ScheduleLag, win.Driver.ScheduleLag.P99), drv)
 		}
 		tw.Flush()
+		if si == 0 {
+			fmt.Fprintln(w, "  ok: response time of ok answers; all: of every answer (fast refusals pull it down); both from the scheduled time.")
+			fmt.Fprintln(w, "  exchange: send to last byte. sched wait: scheduled to sent (the driver's own queue). pacer lag: scheduled to hand-off.")
+		}
+		for _, win := range st.Windows {
+			if len(win.Phases) > 0 {
+				writePhases(w, win)
+			}
+		}
 		for _, win := range st.Windows {
 			var extra []string
 			for _, rf := range win.Counts.Refusals {
@@ -61,19 +73,10 @@ func WriteSummary(w io.Writer, r *Report) {
 				}
 				extra = append(extra, fmt.Sprintf("refused %d by %s/%s (%d)", rf.Count, g, rf.Reason, rf.Status))
 			}
-			for k, v := range win.Counts.TransportErrors {
-				extra = append(extra, fmt.Sprintf("transport %s %d", k, v))
+			for _, k := range sortedKeys(win.Counts.TransportErrors) {
+				extra = append(extra, fmt.Sprintf("transport %s %d", k, win.Counts.TransportErrors[k]))
 			}
-			if m := win.Metrics; m != nil {
-				if m.Error != "" {
-					extra = append(extra, "metrics: "+m.Error)
-				} else {
-					extra = append(extra, fmt.Sprintf("server rejections %.0f, refusals attributed %d, unattributed %d", m.RejectedTotal, m.Attributed, m.Unattributed))
-					if m.ServerCPUPerOKMillis != nil {
-						extra = append(extra, fmt.Sprintf("server CPU %.3f ms per ok", *m.ServerCPUPerOKMillis))
-					}
-				}
-			}
+			extra = append(extra, metricsLines(win)...)
 			for _, s := range win.Driver.Reasons {
 				extra = append(extra, "driver-limited: "+s)
 			}
@@ -98,7 +101,7 @@ func WriteSummary(w io.Writer, r *Report) {
 // windows shows each window; percentiles are never combined.
 func WriteCliffTable(w io.Writer, r *Report) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "step\twin\tok req/s\trefused %\terrors\tdropped\tp50\tp99\t")
+	fmt.Fprintln(tw, "step\twin\tok req/s\trefused %\terrors\tdropped\tok p50\tok p99\tall p50\tall p99\t")
 	for _, st := range r.Steps {
 		for _, win := range st.Windows {
 			c := win.Counts
@@ -106,9 +109,11 @@ func WriteCliffTable(w io.Writer, r *Report) {
 			if c.Sent > 0 {
 				pct = 100 * float64(c.Refused) / float64(c.Sent)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f%%\t%d\t%d\t%s\t%s\t\n", st.Label, win.Index, win.Rates.OK, pct,
+			l := win.Latency
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f%%\t%d\t%d\t%s\t%s\t%s\t%s\t\n", st.Label, win.Index, win.Rates.OK, pct,
 				c.HTTPError+c.TransportError+c.Unfinished, c.Dropped,
-				fmtMS(win.Latency.ResponseTime.P50), fmtMS(win.Latency.ResponseTime.P99))
+				fmtDist(l.OKResponseTime, l.OKResponseTime.P50), fmtDist(l.OKResponseTime, l.OKResponseTime.P99),
+				fmtDist(l.ResponseTime, l.ResponseTime.P50), fmtDist(l.ResponseTime, l.ResponseTime.P99))
 		}
 	}
 	tw.Flush()
@@ -118,6 +123,78 @@ func WriteCliffTable(w io.Writer, r *Report) {
 			fmt.Fprintf(w, "  - %s\n", s)
 		}
 	}
+}
+
+// fmtDist formats a percentile of d, or "-" when d holds nothing (an ok
+// p99 of a window without ok answers is not 0 ms).
+func fmtDist(d Dist, v float64) string {
+	if d.Count == 0 {
+		return "-"
+	}
+	return fmtMS(v)
+}
+
+// writePhases prints one row per step (or tenth of a ramp) of a window.
+func writePhases(w io.Writer, win Window) {
+	fmt.Fprintf(w, "  window %d by step:\n", win.Index)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  \trate/s\tfrom\tto\tsched\tok\trefused\terrors\tdropped\tok/s\tok p50\tok p99\tall p99\t")
+	for _, p := range win.Phases {
+		rate := trimFloat(p.RateFrom)
+		if p.RateTo != p.RateFrom {
+			rate += ".." + trimFloat(p.RateTo)
+		}
+		c := p.Counts
+		fmt.Fprintf(tw, "  \t%s\t%.1fs\t%.1fs\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t\n", rate, p.StartS, p.EndS,
+			c.Scheduled, c.OK, c.Refused, c.Errors, c.Dropped, p.Rates.OK,
+			fmtDist(p.OKResponseTime, p.OKResponseTime.P50), fmtDist(p.OKResponseTime, p.OKResponseTime.P99),
+			fmtDist(p.ResponseTime, p.ResponseTime.P99))
+	}
+	tw.Flush()
+}
+
+// metricsLines says what the server's metrics showed in a window: its
+// rejections and how many refusals they explain, its CPU (or that it does
+// not export any), and each gate's books.
+func metricsLines(win Window) []string {
+	m := win.Metrics
+	if m == nil {
+		return nil
+	}
+	if m.Error != "" {
+		return []string{"metrics: " + m.Error}
+	}
+	out := []string{fmt.Sprintf("server rejections %.0f, refusals attributed %d, unattributed %d", m.RejectedTotal, m.Attributed, m.Unattributed)}
+	switch {
+	case m.ServerCPUPerOKMillis != nil:
+		out = append(out, fmt.Sprintf("server CPU %.3f ms per ok", *m.ServerCPUPerOKMillis))
+	case m.ServerCPUSeconds != nil:
+		out = append(out, fmt.Sprintf("server CPU %.3f s (no ok answers)", *m.ServerCPUSeconds))
+	default:
+		out = append(out, "server CPU: not exported (no process_cpu_seconds_total)")
+	}
+	for _, g := range m.Gates {
+		line := fmt.Sprintf("gate %s occupancy %.2f slots", g.Gate, g.Occupancy)
+		if g.Capacity != nil && *g.Capacity > 0 {
+			line += fmt.Sprintf(" of %g", *g.Capacity)
+		}
+		if g.Closed {
+			line += fmt.Sprintf(", books close (admitted = completed = %.0f)", g.Admitted)
+		} else {
+			line += ", BOOKS DO NOT CLOSE: " + strings.Join(g.Problems, ", ")
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func sortedKeys(m map[string]int64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 func fmtMS(v float64) string {

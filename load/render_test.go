@@ -13,7 +13,8 @@ func TestWriteSummaryAndCliffTable(t *testing.T) {
 	var b bytes.Buffer
 	WriteSummary(&b, r)
 	out := b.String()
-	for _, want := range []string{SchemaV1, "rate=200", "resp p99", "refused", "by disk/full (503)", "by quota/rate (429)", "attributed 1", "server CPU", "verdict: PASS (case c)"} {
+	for _, want := range []string{SchemaV1, "steps=100,300", "ok p50", "ok p99", "all p99", "sched wait p99", "pacer lag p99", "refused", "by disk/full (503)",
+		"by quota/rate (429)", "attributed 1", "server CPU", "verdict: PASS (case c)", "window 0 by step:", "window 1 by step:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}

@@ -145,3 +145,39 @@ func (s Shape) At(i int64) time.Duration {
 	}
 	return s.start[k] + time.Duration(t*float64(time.Second))
 }
+
+// rampParts is how many rows a linear ramp is reported in.
+const rampParts = 10
+
+// phase is a stretch of a window reported as its own row: one step of a
+// stepped shape, or a tenth of a ramp.
+type phase struct {
+	start, end time.Duration // offsets in the window
+	from, to   float64       // rate at start and end
+}
+
+// phases splits the timetable into the rows a report shows; nil for a
+// constant rate, which is one row (the window) already.
+func (s Shape) phases() []phase {
+	switch {
+	case len(s.segs) > 1:
+		ps := make([]phase, len(s.segs))
+		for i, g := range s.segs {
+			ps[i] = phase{start: s.start[i], end: s.start[i] + g.Duration, from: g.From, to: g.To}
+		}
+		return ps
+	case len(s.segs) == 1 && s.segs[0].From != s.segs[0].To:
+		g := s.segs[0]
+		ps := make([]phase, rampParts)
+		for i := range ps {
+			a := g.Duration * time.Duration(i) / rampParts
+			b := g.Duration * time.Duration(i+1) / rampParts
+			rate := func(t time.Duration) float64 {
+				return g.From + (g.To-g.From)*t.Seconds()/g.Duration.Seconds()
+			}
+			ps[i] = phase{start: a, end: b, from: rate(a), to: rate(b)}
+		}
+		return ps
+	}
+	return nil
+}

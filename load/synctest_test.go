@@ -131,6 +131,64 @@ func TestSynctestRampTimetable(t *testing.T) {
 		if st.Windows[0].Latency.ScheduleWait.Max > 0.001 {
 			t.Errorf("schedule wait %v with an idle pool", st.Windows[0].Latency.ScheduleWait.Max)
 		}
+		// Each step is its own row, with its own counts and rates.
+		ps := st.Windows[0].Phases
+		if len(ps) != 2 || ps[0].Counts.Scheduled != 10 || ps[1].Counts.Scheduled != 50 ||
+			ps[0].Counts.OK != 10 || ps[1].Counts.OK != 50 || ps[0].Rates.OK != 10 || ps[1].Rates.OK != 50 ||
+			ps[0].RateFrom != 10 || ps[1].RateFrom != 50 || ps[1].StartS != 1 || ps[1].EndS != 2 || ps[1].OKResponseTime.Count != 50 {
+			t.Errorf("phases %+v", ps)
+		}
+	})
+}
+
+// TestSynctestStepsAndRampAreRows: a stepped window has a row per step and a
+// ramp a row per tenth, each counting exactly the arrivals due in it; a slow
+// last step shows in its own row, not averaged into the window.
+func TestSynctestStepsAndRampAreRows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: 4 * time.Millisecond}
+		// One serial server at 4 ms a request serves 250/s: the 100/s and
+		// 200/s steps keep up, the 400/s step queues.
+		sh, _ := Stepped([]float64{100, 200, 400}, 3*time.Second)
+		st, _ := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: sh, Workers: 1, QueueDepth: 10000, Transport: fs, coarseSleep: true,
+		})
+		ps := st.Windows[0].Phases
+		if len(ps) != 3 {
+			t.Fatalf("%d phases, want 3", len(ps))
+		}
+		for i, want := range []int64{100, 200, 400} {
+			if ps[i].Counts.Scheduled != want || ps[i].Counts.OK != want || !same(ps[i].Rates.Offered, float64(want)) {
+				t.Errorf("step %d: %+v, want %d scheduled and ok", i, ps[i].Counts, want)
+			}
+		}
+		if ps[0].ResponseTime.P99 > 4.1 || ps[1].ResponseTime.P99 > 4.1 || ps[2].ResponseTime.P99 < 100 {
+			t.Errorf("p99 by step %v %v %v ms: only the last step should queue", ps[0].ResponseTime.P99, ps[1].ResponseTime.P99, ps[2].ResponseTime.P99)
+		}
+		var b strings.Builder
+		WriteSummary(&b, &Report{Steps: []Step{st}})
+		if !strings.Contains(b.String(), "window 0 by step:") || strings.Count(b.String(), "\n   ") < 3 {
+			t.Errorf("summary:\n%s", b.String())
+		}
+
+		ramp, _ := Ramp(10, 100, 10*time.Second)
+		st, _ = runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: ramp, Workers: 1, QueueDepth: 10000, Transport: fs, coarseSleep: true,
+		})
+		ps = st.Windows[0].Phases
+		var total int64
+		for i, p := range ps {
+			total += p.Counts.Scheduled
+			if p.StartS != float64(i) || p.EndS != float64(i+1) || p.RateFrom != 10+9*float64(i) {
+				t.Errorf("ramp row %d: %+v", i, p)
+			}
+			if i > 0 && p.Counts.Scheduled <= ps[i-1].Counts.Scheduled {
+				t.Errorf("ramp row %d schedules %d, not more than row %d", i, p.Counts.Scheduled, i-1)
+			}
+		}
+		if len(ps) != 10 || total != st.Windows[0].Counts.Scheduled {
+			t.Errorf("%d ramp rows scheduling %d of %d", len(ps), total, st.Windows[0].Counts.Scheduled)
+		}
 	})
 }
 

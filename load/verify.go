@@ -83,6 +83,30 @@ func verifyWindow(w Window, host Host, kind string) error {
 			return fmt.Errorf("driver.cpu_utilization is %v but cpu_seconds over elapsed_s × GOMAXPROCS say %v", w.Driver.CPUUtilization, u)
 		}
 	}
+	if len(w.Phases) > 0 {
+		var sum PhaseCounts
+		for i, p := range w.Phases {
+			addPhaseCounts(&sum, p.Counts)
+			for _, f := range []struct {
+				name string
+				d    Dist
+			}{{"response_time", p.ResponseTime}, {"ok_response_time", p.OKResponseTime}} {
+				h, err := histOf(f.d)
+				if err != nil {
+					return fmt.Errorf("phases[%d].%s: %v", i, f.name, err)
+				}
+				if want := distOf(h); !same(want.P50, f.d.P50) || !same(want.P99, f.d.P99) || !same(want.Max, f.d.Max) {
+					return fmt.Errorf("phases[%d].%s percentiles disagree with its histogram", i, f.name)
+				}
+			}
+			if want := ratesOf(Counts{Scheduled: p.Counts.Scheduled, Sent: p.Counts.Sent, OK: p.Counts.OK}, p.EndS-p.StartS); !same(want.OK, p.Rates.OK) || !same(want.Offered, p.Rates.Offered) {
+				return fmt.Errorf("phases[%d].rates disagree with its counts", i)
+			}
+		}
+		if want := (PhaseCounts{Scheduled: c.Scheduled, Sent: c.Sent, Dropped: c.Dropped, OK: c.OK, Refused: c.Refused, Errors: errs}); sum != want {
+			return fmt.Errorf("phases add to %+v, counts say %+v", sum, want)
+		}
+	}
 	if m := w.Metrics; m != nil {
 		re := *m
 		if m.Error == "" {
