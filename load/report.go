@@ -200,12 +200,12 @@ type Driver struct {
 
 // Metrics is what a Prometheus scrape before and after the window showed.
 type Metrics struct {
-	URL                  string      `json:"url"`
-	Error                string      `json:"error,omitempty"`
-	Rejections           []Rejection `json:"rejections"`
-	RejectedTotal        float64     `json:"rejected_total"`
-	Attributed           int64       `json:"attributed"`
-	Unattributed         int64       `json:"unattributed"`
+	URL           string      `json:"url"`
+	Error         string      `json:"error,omitempty"`
+	Rejections    []Rejection `json:"rejections"`
+	RejectedTotal float64     `json:"rejected_total"`
+	Attributed    int64       `json:"attributed"`
+	Unattributed  int64       `json:"unattributed"`
 	// ServerCPUSeconds and ServerCPUPerOKMillis are absent when the
 	// endpoint does not export process_cpu_seconds_total.
 	ServerCPUSeconds     *float64 `json:"server_cpu_seconds,omitempty"`
