@@ -84,6 +84,11 @@ func TestSynctestStallIsExact(t *testing.T) {
 		if cl.ResponseTime.Count != 1001 || !near(cl.ResponseTime.P99, 1) || !near(cl.ResponseTime.Max, 1000) {
 			t.Errorf("closed loop: %d requests, p99 %v max %v; want 1001, 1, 1000", cl.ResponseTime.Count, cl.ResponseTime.P99, cl.ResponseTime.Max)
 		}
+		// A closed loop sends when it schedules: no schedule wait at all
+		// (a zero records as the histograms' 1 µs floor).
+		if cl.ScheduleWait.Max != 0.001 {
+			t.Errorf("closed loop schedule wait max %v ms, want 0", cl.ScheduleWait.Max)
+		}
 	})
 }
 
@@ -194,3 +199,39 @@ func TestSynctestStepsAndRampAreRows(t *testing.T) {
 
 // near reports whether got is within 0.1% of want (HDR precision).
 func near(got, want float64) bool { return got >= want && got <= want*1.001 }
+
+// TestSynctestWindowsDrainBetween: a window is summarised only after its
+// last request has finished, and the next starts only then, so no window's
+// queue spills into the next. Ten arrivals 100 ms apart on a serial server
+// taking 150 ms each: request k starts at 150k ms and ends at 150k + 150, so
+// the window's tail ends at 1.5 s, half a second past its scheduled end.
+func TestSynctestWindowsDrainBetween(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: 150 * time.Millisecond}
+		st, end := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: mustShape(t, 10, time.Second),
+			Windows: 3, Workers: 1, QueueDepth: 100, Transport: fs, coarseSleep: true,
+		})
+		if end != EndDone || len(st.Windows) != 3 || fs.requests != 30 {
+			t.Fatalf("end %q, %d windows, %d requests", end, len(st.Windows), fs.requests)
+		}
+		for i, w := range st.Windows {
+			// Summarised after the drain: every request counted as ok, the
+			// elapsed time covers the tail.
+			if w.Counts.OK != 10 || w.Counts.Unfinished != 0 || w.ElapsedS != 1.5 || w.DurationS != 1 {
+				t.Errorf("window %d: counts %+v, elapsed %v s; want 10 ok in 1.5 s", i, w.Counts, w.ElapsedS)
+			}
+			// Each window saw the same queue, and only its own: response
+			// time max 50×9 + 150 = 600 ms, schedule wait max 450 ms.
+			if !near(w.Latency.ResponseTime.Max, 600) || !near(w.Latency.ScheduleWait.Max, 450) {
+				t.Errorf("window %d: response max %v, wait max %v; want 600 and 450 ms", i, w.Latency.ResponseTime.Max, w.Latency.ScheduleWait.Max)
+			}
+			if i > 0 {
+				prev := st.Windows[i-1]
+				if gap := w.Started.Sub(prev.Started); gap != 1500*time.Millisecond {
+					t.Errorf("window %d started %v after window %d; want 1.5 s (after the drain)", i, gap, i-1)
+				}
+			}
+		}
+	})
+}
