@@ -88,6 +88,8 @@ func TestParseReportRejects(t *testing.T) {
 		"timeline lies":  mutate(func(c *Report) { c.Steps[0].Windows[0].Timeline[0].Scheduled++ }),
 		"bad mode":       mutate(func(c *Report) { c.Steps[0].Mode = "ajar" }),
 		"refusals lie":   mutate(func(c *Report) { c.Steps[0].Windows[0].Counts.Refusals = nil }),
+		"drops lie":      mutate(func(c *Report) { c.Steps[0].Windows[0].Counts.DropReasons["queue_full"] = 3 }),
+		"kinds lie":      mutate(func(c *Report) { c.Steps[0].Windows[0].Counts.TransportErrors["other"] = 2 }),
 		"no steps":       mutate(func(c *Report) { c.Steps = nil }),
 	}
 	for name, b := range cases {
