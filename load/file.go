@@ -125,6 +125,11 @@ func Validate(r *Report) error {
 	if r.Steps == nil {
 		return bad("no steps")
 	}
+	if r.ReleaseQualified && r.Kind != "merge" {
+		if why := ReleaseReasons(r); len(why) > 0 {
+			return bad("release_qualified is true but %s", why[0])
+		}
+	}
 	for si, st := range r.Steps {
 		if st.Mode != "open" && st.Mode != "closed" {
 			return bad("step %d: mode %q", si, st.Mode)

@@ -91,6 +91,18 @@ func Merge(meta Meta, rs []*Report) (*Report, error) {
 		out.Steps = append(out.Steps, st)
 	}
 	out.Verdict = Judge(out, meta.caseOf())
+	// A merge is release-qualified when every input is, from one binary of
+	// one revision; its provenance is then theirs.
+	out.SourceFiles = append([]SourceFile{}, first.SourceFiles...)
+	out.ReleaseReasons = []string{}
+	for i, r := range rs {
+		if len(ReleaseReasons(r)) > 0 {
+			out.ReleaseReasons = append(out.ReleaseReasons, fmt.Sprintf("input %d is not release-qualified", i))
+		} else if r.Tool.Revision != first.Tool.Revision || r.BinarySHA256 != first.BinarySHA256 {
+			out.ReleaseReasons = append(out.ReleaseReasons, fmt.Sprintf("input %d comes from another binary or revision", i))
+		}
+	}
+	out.ReleaseQualified = len(out.ReleaseReasons) == 0
 	return out, nil
 }
 

@@ -24,6 +24,13 @@ type Report struct {
 	Steps        []Step      `json:"steps"`
 	Verdict      Verdict     `json:"verdict"`
 	Sources      []Source    `json:"sources,omitempty"` // the reports a merge combined
+	// SourceFiles are the hashes of the source files that define the gates
+	// and the driver, as the binary recorded them.
+	SourceFiles []SourceFile `json:"source_files"`
+	// ReleaseQualified says the report names exactly what produced it (see
+	// ReleaseReasons); ReleaseReasons says why not.
+	ReleaseQualified bool     `json:"release_qualified"`
+	ReleaseReasons   []string `json:"release_reasons"`
 }
 
 // Tool identifies the binary that wrote a report.

@@ -41,10 +41,80 @@ func runLoad(ctx context.Context, e env, args []string) int {
 		return code
 	}
 	set := setFlags(fs)
-	prof, cs, code := rf.loadProfile(e, "load")
+	v := loadValues{rate: *rate, rampTo: *rampTo, steps: *stepRates, concurrency: *concurrency, duration: *duration, windows: *windows}
+	cases, code := rf.profileCases(e, "load")
 	if code >= 0 {
 		return code
 	}
+	command := append([]string{"sluice", "load"}, args...)
+	if len(cases) <= 1 {
+		var prof *load.ProfileRef
+		if len(cases) == 1 {
+			prof = cases[0]
+		}
+		return runLoadCase(ctx, e, *rf, v, set, prof, rf.out, command)
+	}
+	// A profile of several cases and no --case: every case in order, each
+	// judged alone in a report of its own.
+	worst := exitOK
+	for _, prof := range cases {
+		out := caseReportName(rf.out, prof.Case)
+		fmt.Fprintf(e.stdout, "== case %s\n", prof.Case)
+		code := runLoadCase(ctx, e, *rf, v, set, prof, out, command)
+		switch {
+		case code == exitUsage || code == exitInternal:
+			return code
+		case code == exitFail:
+			worst = exitFail
+		case code == exitInvalid && worst == exitOK:
+			worst = exitInvalid
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return worst
+}
+
+// loadValues are the load-shape flags of `sluice load`.
+type loadValues struct {
+	rate, rampTo float64
+	steps        string
+	concurrency  int
+	duration     time.Duration
+	windows      int
+}
+
+// caseReportName is the report file of one case of a multi-case run:
+// NAME.json becomes NAME.CASE.json.
+func caseReportName(out, caseName string) string {
+	if out == "" {
+		out = load.DefaultReportName(time.Now())
+	}
+	base := strings.TrimSuffix(out, ".json")
+	safe := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r < ' ' {
+			return '_'
+		}
+		return r
+	}, caseName)
+	return base + "." + safe + ".json"
+}
+
+// runLoadCase runs one load (judged against prof's case, if any) and
+// writes its report to out.
+func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[string]bool, prof *load.ProfileRef, out string, command []string) int {
+	rf.out = out
+	var cs *load.Case
+	if prof != nil {
+		c, err := prof.Profile.Case(prof.Case)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sluice load: %v\n", err)
+			return exitUsage
+		}
+		cs = &c
+	}
+	rate, rampTo, stepRates, concurrency, duration, windows := &v.rate, &v.rampTo, &v.steps, &v.concurrency, &v.duration, &v.windows
 	if cs != nil { // the case supplies defaults that flags override
 		if cs.Rate > 0 && !set["rate"] && !set["concurrency"] {
 			*rate = cs.Rate
@@ -132,7 +202,7 @@ func runLoad(ctx context.Context, e env, args []string) int {
 			return usageErr("--queue-depth: the default, rate × --p99-budget = %d, is over the bound: at most %d; give --queue-depth or a smaller --p99-budget", d, load.MaxQueueDepth)
 		}
 	}
-	return rf.run(ctx, e, "load", append([]string{"sluice", "load"}, args...), prof, []load.Config{cfg})
+	return rf.run(ctx, e, "load", command, prof, []load.Config{cfg})
 }
 
 // firstBound returns the first non-empty message.
@@ -378,6 +448,35 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// profileCases reads --profile and returns the cases to run: the one named
+// by --case, the profile's only case, or (no --case, several cases) all of
+// them in order. No profile: nil. code >= 0 means stop with that code.
+func (rf *runFlags) profileCases(e env, cmd string) ([]*load.ProfileRef, int) {
+	if rf.profile == "" || rf.caseName != "" {
+		ref, _, code := rf.loadProfile(e, cmd)
+		if code >= 0 || ref == nil {
+			return nil, code
+		}
+		return []*load.ProfileRef{ref}, -1
+	}
+	b, err := os.ReadFile(rf.profile)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: profile: %v\n", cmd, err)
+		return nil, exitUsage
+	}
+	p, err := load.ParseProfile(b)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: %s: %v\n", cmd, rf.profile, err)
+		return nil, exitUsage
+	}
+	sum := sha256.Sum256(b)
+	var refs []*load.ProfileRef
+	for _, c := range p.Cases {
+		refs = append(refs, &load.ProfileRef{Path: rf.profile, SHA256: hex.EncodeToString(sum[:]), Case: c.Name, Profile: p})
+	}
+	return refs, -1
+}
+
 // loadProfile reads --profile; code >= 0 means stop with that exit code.
 func (rf *runFlags) loadProfile(e env, cmd string) (*load.ProfileRef, *load.Case, int) {
 	if rf.profile == "" {
@@ -517,7 +616,7 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 			steps[i].Live = func(p load.Progress) { fmt.Fprintln(e.stderr, load.FormatProgress(p)) }
 		}
 	}
-	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: command, Profile: prof}
+	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: command, Profile: prof, SourceFiles: sourceFiles()}
 	r, err := load.Run(ctx, kind, meta, steps)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)

@@ -103,7 +103,7 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 		reports = append(reports, r)
 		sources = append(sources, load.Source{File: filepath.Base(p), SHA256: hex.EncodeToString(sum[:]), Host: r.Host.Hostname, Started: r.Started})
 	}
-	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: append([]string{"sluice", "report", "merge"}, args...)}
+	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: append([]string{"sluice", "report", "merge"}, args...), SourceFiles: sourceFiles()}
 	m, err := load.Merge(meta, reports)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)

@@ -160,3 +160,83 @@ func TestLoadPositionalURL(t *testing.T) {
 		t.Errorf("stray word: exit %d %q", code, stderr)
 	}
 }
+
+// TestLoadProfileRunsEveryCase: a profile of several cases without --case
+// runs each case in order, with its own load settings, into its own report,
+// judged alone; the exit code is the worst verdict.
+func TestLoadProfileRunsEveryCase(t *testing.T) {
+	srv := okServer(t, 4) // 25% refused
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "p.json", `{"name":"p","cases":[
+		{"name":"slow","rate":50,"duration":"100ms","max_refusal_rate":0.5},
+		{"name":"strict","rate":100,"duration":"100ms","max_refusal_rate":0}]}`)
+	out := filepath.Join(dir, "run.json")
+	code, stdout, stderr := runCmd(context.Background(), nil, "load", srv.URL, "--profile", prof, "--out", out, "--max-lag", "1s", "--live", "off")
+	if code != exitFail {
+		t.Fatalf("exit %d, want 1 (one case fails)\n%s\n%s", code, stdout, stderr)
+	}
+	if strings.Index(stdout, "== case slow") > strings.Index(stdout, "== case strict") || !strings.Contains(stdout, "verdict: PASS (case slow)") ||
+		!strings.Contains(stdout, "verdict: FAIL (case strict)") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	for name, sched := range map[string]int64{"slow": 5, "strict": 10} {
+		r, err := load.ReadReport(filepath.Join(dir, "run."+name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Profile.Case != name || r.Verdict.Case != name || r.Steps[0].Windows[0].Counts.Scheduled != sched {
+			t.Errorf("case %s: report of case %q judged as %q, %d scheduled", name, r.Profile.Case, r.Verdict.Case, r.Steps[0].Windows[0].Counts.Scheduled)
+		}
+	}
+}
+
+// TestCheckRelease: a report from a test binary (no VCS stamp) is not
+// release-qualified and `check --release` says why (exit 3); the same
+// report with full provenance passes; a report that claims to be qualified
+// without the provenance is refused as invalid input.
+func TestCheckRelease(t *testing.T) {
+	srv := okServer(t, 0)
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "p.json", `{"name":"p","cases":[{"name":"c","max_error_rate":0}]}`)
+	out := filepath.Join(dir, "r.json")
+	if code, stdout, stderr := runCmd(context.Background(), nil, "load", srv.URL, "--rate", "50", "--duration", "100ms", "--profile", prof, "--out", out, "--max-lag", "1s", "--live", "off"); code != exitOK {
+		t.Fatalf("load: %d %s %s", code, stdout, stderr)
+	}
+	r, err := load.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ReleaseQualified || !slices.Contains(r.ReleaseReasons, "no VCS revision (build from a git checkout)") || len(r.SourceFiles) < 10 {
+		t.Fatalf("qualified %v, reasons %q, %d source files", r.ReleaseQualified, r.ReleaseReasons, len(r.SourceFiles))
+	}
+	if code, _, _ := runCmd(context.Background(), nil, "check", "--profile", prof, out); code != exitOK {
+		t.Errorf("plain check: exit %d", code)
+	}
+	code, stdout, _ := runCmd(context.Background(), nil, "check", "--release", "--profile", prof, out)
+	if code != exitInvalid || !strings.Contains(stdout, "not release-qualified: no VCS revision") {
+		t.Errorf("check --release of an unstamped build: exit %d\n%s", code, stdout)
+	}
+	// The same run, stamped: a revision of a clean tree.
+	stamp := func(dirty, claim bool) string {
+		var doc map[string]any
+		b, _ := os.ReadFile(out)
+		json.Unmarshal(b, &doc)
+		tool := doc["tool"].(map[string]any)
+		tool["revision"] = "0123456789abcdef0123456789abcdef01234567"
+		tool["dirty"] = dirty
+		doc["release_qualified"] = claim
+		b, _ = json.Marshal(doc)
+		p := filepath.Join(dir, "stamped.json")
+		os.WriteFile(p, b, 0o644)
+		return p
+	}
+	if code, stdout, _ := runCmd(context.Background(), nil, "check", "--release", "--profile", prof, stamp(false, false)); code != exitOK {
+		t.Errorf("stamped clean build: exit %d\n%s", code, stdout)
+	}
+	if code, stdout, _ := runCmd(context.Background(), nil, "check", "--release", "--profile", prof, stamp(true, false)); code != exitInvalid || !strings.Contains(stdout, "dirty tree") {
+		t.Errorf("dirty build: exit %d\n%s", code, stdout)
+	}
+	if code, _, stderr := runCmd(context.Background(), nil, "check", "--release", "--profile", prof, stamp(true, true)); code != exitUsage || !strings.Contains(stderr, "release_qualified") {
+		t.Errorf("a dirty build claiming qualification: exit %d %s", code, stderr)
+	}
+}
