@@ -414,19 +414,7 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 				wg.Add(1)
 				go func() { defer wg.Done(); wk.closedLoop(w, nstripes) }()
 			}
-			drained := make(chan struct{})
-			go func() { wg.Wait(); close(drained) }()
-			select {
-			case <-drained:
-			case <-time.After(c.Duration + c.DrainTimeout):
-				e.log().Warn("window did not drain; aborting", "step", stepIndex, "window", wi, "drain_timeout", c.DrainTimeout)
-				end = EndAborted
-				cancel()
-				<-drained
-			}
-			if ctx.Err() != nil {
-				end = EndInterrupted
-			}
+			end = e.drain(ctx, wg.Wait, c.Duration+c.DrainTimeout, cancel, wi, end)
 			st.Windows = append(st.Windows, e.afterWindow(stepCtx, w, before))
 		}
 		return st, end, nil
@@ -450,24 +438,36 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 			end = EndInterrupted
 			cancel()
 		}
-		drained := make(chan struct{})
-		go func() { w.wg.Wait(); close(drained) }()
-		select {
-		case <-drained:
-		case <-time.After(c.DrainTimeout):
-			e.log().Warn("window did not drain; aborting", "step", stepIndex, "window", wi, "drain_timeout", c.DrainTimeout)
-			end = EndAborted
-			cancel()
-			<-drained
-		}
-		if ctx.Err() != nil {
-			end = EndInterrupted
-		}
+		end = e.drain(ctx, w.wg.Wait, c.DrainTimeout, cancel, wi, end)
 		st.Windows = append(st.Windows, e.afterWindow(stepCtx, w, before))
 	}
 	close(q)
 	pool.Wait()
 	return st, end, nil
+}
+
+// drain waits for a window's last requests (wait returns when they are
+// done) for at most limit. Past it the step is aborted: cancel stops what is
+// in flight, and drain still waits for the workers to let go, so the window
+// is summarised only when nothing touches it. It returns how the step ends:
+// end as it was, EndAborted, or EndInterrupted when ctx (the caller's) ended.
+func (e *engine) drain(ctx context.Context, wait func(), limit time.Duration, cancel func(), window int, end End) End {
+	drained := make(chan struct{})
+	go func() { wait(); close(drained) }()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		e.log().Warn("window did not drain; aborting", "step", e.step, "window", window, "drain_timeout", e.cfg.DrainTimeout)
+		end = EndAborted
+		cancel()
+		<-drained
+	}
+	if ctx.Err() != nil {
+		end = EndInterrupted
+	}
+	return end
 }
 
 // sleepUntil waits until due (an offset from base) or ctx ends; it reports
