@@ -45,18 +45,28 @@
 //     scraped (metrics) before and after, and the next starts only when all
 //     of the previous one's requests have finished (the drain), so each
 //     window is judged on its own. A drain that outlasts DrainTimeout aborts
-//     the run; what was in flight counts as unfinished.
+//     the run; what was in flight counts as unfinished. Each window keeps a
+//     per-second timeline (seclat.go: coarse per-second percentiles) and,
+//     when stepped or ramped, one row per step (phases).
 //   - Closed loop: Concurrency workers, each sending when the previous
 //     answer arrives; scheduled == sent, so response time equals request
 //     time — which is exactly why closed loops hide stalls.
-//   - Reports (report.go, file.go, merge.go): the JSON document
-//     "sluice/load-report/v1" (schema/load-report-v1.json), written
-//     atomically; histograms are embedded as exact HdrHistogram snapshots so
-//     reports from several driver machines merge exactly (Merge). Validate
-//     rejects a report whose classes do not reconcile.
+//   - Reports (report.go, file.go, verify.go, merge.go, release.go): the
+//     JSON document "sluice/load-report/v1" (schema/load-report-v1.json),
+//     written atomically; histograms are embedded as exact HdrHistogram
+//     snapshots so reports from several driver machines merge exactly
+//     (Merge). ParseReport refuses a report whose classes do not reconcile
+//     or whose stored summaries disagree with its histograms and counts.
 //   - Verdicts (profile.go): a Profile has named Cases (QPS floor, response
 //     p99 budget, refusal and error rate limits, zero drops); Judge returns
 //     PASS, FAIL with every reason, or INVALID.
+//   - Server books (scrape.go): with a metrics URL, each window records the
+//     server's rejections (attributing refusals to gates, connection-level
+//     ones to "connections"), each gate's balance and occupancy, and its CPU.
+//   - Bounds (limits.go): every size a Config can ask for has an upper
+//     bound derived from the memory it costs.
+//   - Drawing reports for people is package render; writing files
+//     atomically is load/internal/atomicfile.
 //
 // # What the latencies mean
 //

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/sluicehq/sluice/load/internal/atomicfile"
 )
 
 // ErrBadReport reports a file that is not a valid v1 report.
@@ -18,8 +19,8 @@ func DefaultReportName(t time.Time) string {
 	return "load-report-" + t.UTC().Format("20060102T150405Z") + ".json"
 }
 
-// MarshalReport encodes r as indented JSON.
-func MarshalReport(r *Report) ([]byte, error) {
+// marshalReport encodes r as indented JSON.
+func marshalReport(r *Report) ([]byte, error) {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return nil, err
@@ -27,45 +28,13 @@ func MarshalReport(r *Report) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// WriteFileAtomic writes data to path through a temporary file in the same
-// folder, synced and renamed into place: readers see the old file or the
-// whole new one, never a part.
-func WriteFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // WriteReport writes r to path atomically.
 func WriteReport(path string, r *Report) error {
-	b, err := MarshalReport(r)
+	b, err := marshalReport(r)
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b)
+	return atomicfile.Write(path, b)
 }
 
 // ParseReport decodes and validates a report (see Validate). Unknown fields

@@ -3,46 +3,11 @@ package load
 import (
 	"bytes"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "r.json")
-	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(p, []byte("new content")); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "new content" {
-		t.Errorf("content %q", b)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("temporary files left: %v", ents)
-	}
-	// A folder that does not exist: an error and no file.
-	bad := filepath.Join(dir, "missing", "r.json")
-	if err := WriteFileAtomic(bad, []byte("x")); err == nil {
-		t.Error("write into a missing folder succeeded")
-	}
-	// The target is a folder: rename fails, the temp file is cleaned up and
-	// the folder is untouched.
-	sub := filepath.Join(dir, "sub")
-	os.Mkdir(sub, 0o755)
-	if err := WriteFileAtomic(sub, []byte("x")); err == nil {
-		t.Error("overwrote a folder")
-	}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".tmp-") {
-			t.Errorf("temporary file %s left after a failed write", e.Name())
-		}
-	}
-}
 
 func TestReportRoundTrip(t *testing.T) {
 	r := realReport(t)
@@ -54,8 +19,8 @@ func TestReportRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b1, _ := MarshalReport(r)
-	b2, _ := MarshalReport(back)
+	b1, _ := marshalReport(r)
+	b2, _ := marshalReport(back)
 	if !bytes.Equal(b1, b2) {
 		t.Error("report changed in a write/read round trip")
 	}
@@ -66,11 +31,11 @@ func TestReportRoundTrip(t *testing.T) {
 
 func TestParseReportRejects(t *testing.T) {
 	r := realReport(t)
-	good, _ := MarshalReport(r)
+	good, _ := marshalReport(r)
 	mutate := func(f func(*Report)) []byte {
 		c, _ := ParseReport(good)
 		f(c)
-		b, _ := MarshalReport(c)
+		b, _ := marshalReport(c)
 		return b
 	}
 	cases := map[string][]byte{
@@ -108,14 +73,14 @@ func TestParseReportRejects(t *testing.T) {
 // was lowered by hand must not pass a release check.
 func TestParseReportRefusesEditedSummaries(t *testing.T) {
 	r := realReport(t)
-	good, _ := MarshalReport(r)
+	good, _ := marshalReport(r)
 	if _, err := ParseReport(good); err != nil {
 		t.Fatalf("the untouched report is refused: %v", err)
 	}
 	mutate := func(f func(w *Window)) []byte {
 		c, _ := ParseReport(good)
 		f(&c.Steps[0].Windows[1])
-		b, _ := MarshalReport(c)
+		b, _ := marshalReport(c)
 		return b
 	}
 	cases := []struct {

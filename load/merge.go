@@ -39,7 +39,7 @@ func Merge(meta Meta, rs []*Report) (*Report, error) {
 	if meta.Profile == nil {
 		meta.Profile = rs[0].Profile
 	}
-	out := NewReport("merge", meta)
+	out := newReport("merge", meta)
 	out.Started, out.Finished = rs[0].Started, rs[0].Finished
 	first := rs[0]
 	for i, r := range rs {
@@ -194,7 +194,7 @@ func mergeWindows(ws []Window) (Window, error) {
 	if out.Metrics != nil {
 		m := out.Metrics
 		if m.Error == "" {
-			Attribute(m, c)
+			attributeRefusals(m, c)
 			if m.ServerCPUSeconds != nil && c.OK > 0 {
 				per := *m.ServerCPUSeconds / float64(c.OK) * 1000
 				m.ServerCPUPerOKMillis = &per

@@ -109,7 +109,7 @@ func TestMergeRefusesMismatches(t *testing.T) {
 func TestMergeRefusesDuplicateInputs(t *testing.T) {
 	srv := serve(t, (&classServer{}).ServeHTTP)
 	a := shortRun(t, srv.URL, 100)
-	b, _ := MarshalReport(a)
+	b, _ := marshalReport(a)
 	again, err := ParseReport(b)
 	if err != nil {
 		t.Fatal(err)

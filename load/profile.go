@@ -158,7 +158,7 @@ func Judge(r *Report, c *Case) Verdict {
 			windows++
 			wv := WindowVerdict{Step: si, Window: w.Index, Status: StatusPass, Reasons: []string{}}
 			where := fmt.Sprintf("step %d (%s) window %d", si, st.Label, w.Index)
-			if dl := DriverLimits(w, budget, maxLag, maxCPU); len(dl) > 0 {
+			if dl := driverLimits(w, budget, maxLag, maxCPU); len(dl) > 0 {
 				wv.Status = StatusInvalid
 				for _, s := range dl {
 					wv.Reasons = append(wv.Reasons, "driver-limited: "+s)

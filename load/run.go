@@ -30,7 +30,7 @@ func Run(ctx context.Context, kind string, meta Meta, steps []Config) (*Report, 
 			return nil, err
 		}
 	}
-	r := NewReport(kind, meta)
+	r := newReport(kind, meta)
 	for i, cfg := range steps {
 		st, end, err := runStep(ctx, cfg, i)
 		if err != nil {
@@ -63,8 +63,8 @@ func (m Meta) caseOf() *Case {
 	return &c
 }
 
-// NewReport starts an empty report with the host facts filled in.
-func NewReport(kind string, meta Meta) *Report {
+// newReport starts an empty report with the host facts filled in.
+func newReport(kind string, meta Meta) *Report {
 	host, _ := os.Hostname()
 	r := &Report{
 		Schema: SchemaV1, Kind: kind, Tool: meta.Tool, BinarySHA256: meta.BinarySHA256,

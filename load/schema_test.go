@@ -140,7 +140,7 @@ func loadSchema(t *testing.T) map[string]any {
 
 func asJSON(t *testing.T, r *Report) any {
 	t.Helper()
-	b, err := MarshalReport(r)
+	b, err := marshalReport(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,14 +71,14 @@ func (s *scraper) scrape(ctx context.Context) *scrape {
 		io.Copy(io.Discard, resp.Body)
 		return &scrape{err: fmt.Errorf("metrics: HTTP %d", resp.StatusCode)}
 	}
-	return ParseMetrics(io.LimitReader(resp.Body, 32<<20))
+	return parseMetrics(io.LimitReader(resp.Body, 32<<20))
 }
 
-// ParseMetrics reads Prometheus text exposition and keeps the sluice
+// parseMetrics reads Prometheus text exposition and keeps the sluice
 // admission rejections and the process CPU counter. A parse error is kept in
 // the result, not returned, so a bad scrape marks the window's metrics
 // without failing the run.
-func ParseMetrics(r io.Reader) *scrape {
+func parseMetrics(r io.Reader) *scrape {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
@@ -213,16 +213,16 @@ func attribute(url string, before, after *scrape, c Counts, elapsedS float64) *M
 			m.ServerCPUPerOKMillis = &per
 		}
 	}
-	Attribute(m, c)
+	attributeRefusals(m, c)
 	return m
 }
 
-// Attribute fills m.RejectedTotal, m.Attributed and m.Unattributed from
+// attributeRefusals fills m.RejectedTotal, m.Attributed and m.Unattributed from
 // m.Rejections and the HTTP refusals in c. A refusal whose envelope names a
 // gate and reason matches a rejection of that gate and reason; a refusal
 // without an envelope matches any rejection left over. Each rejection
 // matches at most one refusal.
-func Attribute(m *Metrics, c Counts) {
+func attributeRefusals(m *Metrics, c Counts) {
 	type gr struct{ gate, reason string }
 	avail := map[gr]int64{}
 	m.RejectedTotal = 0

@@ -110,7 +110,7 @@ func verifyWindow(w Window, host Host, kind string) error {
 	if m := w.Metrics; m != nil {
 		re := *m
 		if m.Error == "" {
-			Attribute(&re, c)
+			attributeRefusals(&re, c)
 		} else {
 			re.Attributed, re.Unattributed = 0, c.Refused
 		}

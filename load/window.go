@@ -27,7 +27,7 @@ func (e *engine) afterWindow(ctx context.Context, w *winRec, before *scrape) Win
 	if e.scraper != nil {
 		win.Metrics = attribute(e.scraper.url, before, after, win.Counts, elapsed.Seconds())
 	}
-	win.Driver.Reasons = DriverLimits(win, float64(e.cfg.P99Budget)/1e6, float64(e.cfg.MaxLag)/1e6, e.cfg.MaxCPU)
+	win.Driver.Reasons = driverLimits(win, float64(e.cfg.P99Budget)/1e6, float64(e.cfg.MaxLag)/1e6, e.cfg.MaxCPU)
 	win.Driver.Limited = len(win.Driver.Reasons) > 0
 	e.log().Debug("window done", "step", e.step, "window", w.index, "scheduled", win.Counts.Scheduled,
 		"ok", win.Counts.OK, "refused", win.Counts.Refused, "dropped", win.Counts.Dropped,
@@ -167,7 +167,7 @@ func sortRefusals(rs []Refusal) {
 	})
 }
 
-// DriverLimits lists why a window's failures would be the driver's own
+// driverLimits lists why a window's failures would be the driver's own
 // doing, not the server's; empty means the driver kept up:
 //   - its schedule lag p99 exceeded maxLagMS (the pacer, which never waits on
 //     responses, could not keep the timetable);
@@ -178,7 +178,7 @@ func sortRefusals(rs []Refusal) {
 //
 // Drops while the server itself was slow are the server's: they are not
 // listed here.
-func DriverLimits(w Window, budgetMS, maxLagMS, maxCPU float64) []string {
+func driverLimits(w Window, budgetMS, maxLagMS, maxCPU float64) []string {
 	if maxCPU == 0 {
 		maxCPU = 0.95
 	}

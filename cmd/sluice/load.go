@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/load"
+	"github.com/sluicehq/sluice/load/render"
 )
 
 // runLoad drives open- or closed-loop load at one level and writes a report.
@@ -613,7 +614,7 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	}
 	if rf.live.on(isTerminal(e.stderr)) {
 		for i := range steps {
-			steps[i].Live = func(p load.Progress) { fmt.Fprintln(e.stderr, load.FormatProgress(p)) }
+			steps[i].Live = func(p load.Progress) { fmt.Fprintln(e.stderr, render.ProgressLine(p)) }
 		}
 	}
 	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: command, Profile: prof, SourceFiles: sourceFiles()}
@@ -630,9 +631,9 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 		return exitInternal
 	}
 	if kind == "sweep" {
-		load.WriteCliffTable(e.stdout, r)
+		render.CliffTable(e.stdout, r)
 	} else {
-		load.WriteSummary(e.stdout, r)
+		render.Text(e.stdout, r)
 	}
 	fmt.Fprintf(e.stdout, "report: %s\n", out)
 	if r.Interrupted {

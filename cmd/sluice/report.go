@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/load"
+	"github.com/sluicehq/sluice/load/render"
 )
 
 // runReport prints a saved report, renders it (or two, overlaid) as HTML,
@@ -48,11 +49,10 @@ func runReport(ctx context.Context, e env, args []string) int {
 			fmt.Fprintln(e.stdout)
 		}
 		fmt.Fprintf(e.stdout, "== %s\n", fs.Arg(i))
-		load.WriteSummary(e.stdout, r)
+		render.Text(e.stdout, r)
 	}
 	if *html != "" {
-		page := load.RenderHTML(reports, fs.Args())
-		if err := load.WriteFileAtomic(*html, page); err != nil {
+		if err := render.WriteHTML(*html, reports, fs.Args()); err != nil {
 			fmt.Fprintf(e.stderr, "sluice report: %v\n", err)
 			return exitInternal
 		}
@@ -114,7 +114,7 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
 		return exitInternal
 	}
-	load.WriteSummary(e.stdout, m)
+	render.Text(e.stdout, m)
 	fmt.Fprintf(e.stdout, "report: %s\n", path)
 	return exitOK
 }

@@ -1,18 +1,20 @@
-package load
+package render
 
 import (
 	"bytes"
 	"fmt"
+	"github.com/sluicehq/sluice/load"
+	"github.com/sluicehq/sluice/load/internal/atomicfile"
 	"html"
 	"math"
 	"strings"
 )
 
-// RenderHTML draws reports as one self-contained page (inline SVG, no
+// HTML draws reports as one self-contained page (inline SVG, no
 // scripts, nothing fetched): response-time percentiles per window, ok
 // requests/s and refusal % per step, and each report's summary. With two
 // reports the charts overlay them (A solid, B dashed) for an A/B comparison.
-func RenderHTML(rs []*Report, names []string) []byte {
+func HTML(rs []*load.Report, names []string) []byte {
 	var b bytes.Buffer
 	title := "sluice load report"
 	if len(rs) == 2 {
@@ -48,9 +50,9 @@ svg{background:#fff;border:1px solid #ddd;margin:.5em 1em .5em 0}</style></head>
 	for i, r := range rs {
 		for j, pc := range []struct {
 			name string
-			f    func(Dist) float64
-		}{{"p50", func(d Dist) float64 { return d.P50 }}, {"p90", func(d Dist) float64 { return d.P90 }},
-			{"p99", func(d Dist) float64 { return d.P99 }}, {"p99.9", func(d Dist) float64 { return d.P999 }}} {
+			f    func(load.Dist) float64
+		}{{"p50", func(d load.Dist) float64 { return d.P50 }}, {"p90", func(d load.Dist) float64 { return d.P90 }},
+			{"p99", func(d load.Dist) float64 { return d.P99 }}, {"p99.9", func(d load.Dist) float64 { return d.P999 }}} {
 			s := series{Name: pc.name, Color: colors[j], Dash: i > 0}
 			if len(rs) > 1 {
 				s.Name = letters[i%len(letters)] + " " + pc.name
@@ -100,7 +102,7 @@ svg{background:#fff;border:1px solid #ddd;margin:.5em 1em .5em 0}</style></head>
 
 	for i, r := range rs {
 		var txt bytes.Buffer
-		WriteSummary(&txt, r)
+		Text(&txt, r)
 		fmt.Fprintf(&b, "<h2>Summary: %s</h2><pre>%s</pre>\n", html.EscapeString(names[i]), html.EscapeString(txt.String()))
 	}
 	b.WriteString("</body></html>\n")
@@ -196,4 +198,9 @@ func trimFloat(v float64) string {
 	s := fmt.Sprintf("%.3f", v)
 	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	return s
+}
+
+// WriteHTML renders rs (see HTML) into the file at path, atomically.
+func WriteHTML(path string, rs []*load.Report, names []string) error {
+	return atomicfile.Write(path, HTML(rs, names))
 }

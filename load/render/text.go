@@ -1,7 +1,8 @@
-package load
+package render
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/load"
 	"io"
 	"sort"
 	"strings"
@@ -9,15 +10,15 @@ import (
 	"time"
 )
 
-// FormatProgress is the live line: one a second while a run is on a terminal.
-func FormatProgress(p Progress) string {
+// ProgressLine is the live line: one a second while a run is on a terminal.
+func ProgressLine(p load.Progress) string {
 	return fmt.Sprintf("step %d window %d %4.0fs  sent %d  ok %d  refused %d  dropped %d  errors %d  %.0f req/s  p99 %s",
 		p.Step, p.Window, p.Elapsed.Seconds(), p.Sent, p.OK, p.Refused, p.Dropped, p.Errors, p.Rate, p.P99.Round(10*time.Microsecond))
 }
 
-// WriteSummary prints a report as text: the header, one block per window,
+// Text prints a report as text: the header, one block per window,
 // and the verdict.
-func WriteSummary(w io.Writer, r *Report) {
+func Text(w io.Writer, r *load.Report) {
 	fmt.Fprintf(w, "%s %s  %s %s", r.Schema, r.Kind, r.Tool.Module, r.Tool.Version)
 	if r.Tool.Revision != "" {
 		fmt.Fprintf(w, " rev %.12s", r.Tool.Revision)
@@ -96,10 +97,10 @@ func WriteSummary(w io.Writer, r *Report) {
 	}
 }
 
-// WriteCliffTable prints one row per step: the cliff test's table
+// CliffTable prints one row per step: the cliff test's table
 // (requests/s, % refused, p50 and p99 response time). A step with several
 // windows shows each window; percentiles are never combined.
-func WriteCliffTable(w io.Writer, r *Report) {
+func CliffTable(w io.Writer, r *load.Report) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "step\twin\tok req/s\trefused %\terrors\tdropped\tok p50\tok p99\tall p50\tall p99\t")
 	for _, st := range r.Steps {
@@ -117,7 +118,7 @@ func WriteCliffTable(w io.Writer, r *Report) {
 		}
 	}
 	tw.Flush()
-	if r.Verdict.Status != StatusNone {
+	if r.Verdict.Status != load.StatusNone {
 		fmt.Fprintf(w, "verdict: %s\n", r.Verdict.Status)
 		for _, s := range r.Verdict.Reasons {
 			fmt.Fprintf(w, "  - %s\n", s)
@@ -127,7 +128,7 @@ func WriteCliffTable(w io.Writer, r *Report) {
 
 // fmtDist formats a percentile of d, or "-" when d holds nothing (an ok
 // p99 of a window without ok answers is not 0 ms).
-func fmtDist(d Dist, v float64) string {
+func fmtDist(d load.Dist, v float64) string {
 	if d.Count == 0 {
 		return "-"
 	}
@@ -135,7 +136,7 @@ func fmtDist(d Dist, v float64) string {
 }
 
 // writePhases prints one row per step (or tenth of a ramp) of a window.
-func writePhases(w io.Writer, win Window) {
+func writePhases(w io.Writer, win load.Window) {
 	fmt.Fprintf(w, "  window %d by step:\n", win.Index)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  \trate/s\tfrom\tto\tsched\tok\trefused\terrors\tdropped\tok/s\tok p50\tok p99\tall p99\t")
@@ -156,7 +157,7 @@ func writePhases(w io.Writer, win Window) {
 // metricsLines says what the server's metrics showed in a window: its
 // rejections and how many refusals they explain, its CPU (or that it does
 // not export any), and each gate's books.
-func metricsLines(win Window) []string {
+func metricsLines(win load.Window) []string {
 	m := win.Metrics
 	if m == nil {
 		return nil
