@@ -8,7 +8,6 @@ import (
 	"testing"
 )
 
-
 func TestReportRoundTrip(t *testing.T) {
 	r := realReport(t)
 	p := filepath.Join(t.TempDir(), DefaultReportName(r.Started))

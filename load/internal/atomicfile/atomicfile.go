@@ -43,4 +43,3 @@ func Write(path string, data []byte) (err error) {
 	}
 	return os.Rename(tmp, path)
 }
-
