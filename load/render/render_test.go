@@ -189,3 +189,48 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// TestHTMLTimeSeriesAlignOnElapsedTime: two runs of different shapes are
+// laid out by elapsed time since each run started, not by window number: a
+// window that started 2 s into its run is drawn from x = 2 s, and the gap
+// between windows breaks the line.
+func TestHTMLTimeSeriesAlignOnElapsedTime(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sec := func(ok, refused, dropped int64, p99 float64) load.Second {
+		return load.Second{Scheduled: ok + refused + dropped, OK: ok, Refused: refused, Dropped: dropped, ResponseP99: p99, OKResponseP99: p99, ResponseP50: p99 / 2}
+	}
+	a := &load.Report{Started: t0, Steps: []load.Step{{Label: "a", Windows: []load.Window{
+		{Index: 0, Started: t0, DurationS: 2, Timeline: []load.Second{sec(10, 0, 0, 5), sec(10, 3, 0, 6)}},
+		{Index: 1, Started: t0.Add(3 * time.Second), DurationS: 2, Timeline: []load.Second{sec(10, 0, 4, 7), sec(0, 9, 0, 8)}},
+	}}}}
+	b := &load.Report{Started: t0.Add(time.Hour), Steps: []load.Step{{Label: "b", Windows: []load.Window{
+		{Index: 0, Started: t0.Add(time.Hour + 2*time.Second), DurationS: 1, Timeline: []load.Second{sec(20, 0, 0, 9)}},
+	}}}}
+	tl := timelineOf(a)
+	var xs []float64
+	for _, p := range tl.points {
+		if !p.gap {
+			xs = append(xs, p.x)
+		}
+	}
+	if fmt.Sprint(xs) != "[0.5 1.5 3.5 4.5]" || len(tl.points) != 5 || !tl.points[2].gap || tl.end != 5 {
+		t.Errorf("A laid out at %v (%d points, end %v), want 0.5 1.5 | 3.5 4.5", xs, len(tl.points), tl.end)
+	}
+	if tb := timelineOf(b); len(tb.points) != 1 || tb.points[0].x != 2.5 {
+		t.Errorf("B laid out at %+v, want x = 2.5 (2 s into its own run)", tb.points)
+	}
+	page := string(HTML([]*load.Report{a, b}, []string{"a", "b"}))
+	for _, want := range []string{"Answers per second", "Response time", "schedule lag", "A refused", "A dropped (driver)", "B ok", "elapsed since the run started", `stroke="#d62728"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// A's second window has no ok answer in its last second: the ok p99
+	// line breaks there instead of dropping to 0 ms.
+	if n := strings.Count(page, "<svg"); n != 3 {
+		t.Errorf("%d charts, want 3", n)
+	}
+	if strings.Contains(page, "NaN") || strings.Contains(page, "Inf") {
+		t.Error("a NaN or Inf reached the SVG")
+	}
+}
