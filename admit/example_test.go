@@ -20,9 +20,9 @@ func ExampleGate() {
 		if body, ok := cache[name]; ok {
 			return body // a cache hit costs nothing: no slot
 		}
-		p, err := disk.TryAcquire(disk.Kind("read"))
+		p, err := disk.TryAcquireFor(admit.Request{Kind: disk.Kind("read")})
 		if err != nil {
-			return "503 " + err.(*admit.RejectedError).Reason.String()
+			return "503 " + err.(*admit.RejectedError).Reason().String()
 		}
 		defer p.Done(admit.OutcomeOK)
 		return "read " + name // the disk read happens here, holding the slot
@@ -40,15 +40,15 @@ func ExampleGate() {
 // Acquire waits in a bounded queue; a refusal says why and when to retry.
 func ExampleGate_Acquire() {
 	g, _ := admit.New(admit.Config{Name: "upstream", Capacity: 1, MaxWaiters: 8, MaxWait: 10 * time.Millisecond})
-	held, _ := g.TryAcquire(0)
+	held, _ := g.TryAcquire()
 	defer held.Done(admit.OutcomeOK)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := g.Acquire(ctx, 0) // nobody releases: MaxWait ends the wait first
+	_, err := g.Acquire(ctx) // nobody releases: MaxWait ends the wait first
 	var rej *admit.RejectedError
 	if errors.As(err, &rej) {
-		fmt.Println(rej.Gate, rej.Reason, "retry after", rej.RetryAfterSeconds(), "s")
+		fmt.Println(rej.Gate(), rej.Reason(), "retry after", rej.RetryAfterSeconds(), "s")
 	}
 	fmt.Println(errors.Is(err, admit.ErrRejected), errors.Is(err, admit.ErrClosed))
 	// Output:
@@ -60,7 +60,7 @@ func ExampleGate_Acquire() {
 // released.
 func ExamplePermit_Done() {
 	g, _ := admit.New(admit.Config{Capacity: 1})
-	p, _ := g.TryAcquire(0)
+	p, _ := g.TryAcquire()
 	p.Done(admit.OutcomeOK)
 	p.Done(admit.OutcomeOK) // a bug in the caller: counted, frees nothing
 	fmt.Println("in use", g.InUse(), "misuse", g.Stats().Misuse)
@@ -68,11 +68,11 @@ func ExamplePermit_Done() {
 }
 
 // Weighted work takes several slots at once.
-func ExampleGate_TryAcquireN() {
+func ExampleGate_TryAcquireFor() {
 	g, _ := admit.New(admit.Config{Name: "memory", Capacity: 10})
-	big, _ := g.TryAcquireN(0, 8)
+	big, _ := g.TryAcquireFor(admit.Request{Weight: 8})
 	defer big.Done(admit.OutcomeOK)
-	_, err := g.TryAcquireN(0, 3)
+	_, err := g.TryAcquireFor(admit.Request{Weight: 3})
 	fmt.Println(err != nil, g.InUse())
 	// Output: true 8
 }
@@ -85,8 +85,8 @@ func ExampleObserver() {
 		seen = append(seen, fmt.Sprintf("%s accepted=%v reason=%q", e.Gate, e.Accepted, e.Reason))
 	})
 	g, _ := admit.New(admit.Config{Name: "db", Capacity: 1, Observer: obs})
-	p, _ := g.TryAcquire(0)
-	g.TryAcquire(0)
+	p, _ := g.TryAcquire()
+	g.TryAcquire()
 	p.Done(admit.OutcomeOK)
 	for _, s := range seen {
 		fmt.Println(s)
@@ -105,8 +105,8 @@ func (f observerFunc) ObserveCompletion(e admit.CompletionEvent) {}
 // completed (by outcome) apart, per gate and per kind.
 func ExampleGate_Stats() {
 	g, _ := admit.New(admit.Config{Name: "disk", Capacity: 1, Kinds: []string{"read", "stream"}})
-	p, _ := g.TryAcquire(g.Kind("stream"))
-	g.TryAcquire(g.Kind("read")) // refused: full
+	p, _ := g.TryAcquireFor(admit.Request{Kind: g.Kind("stream")})
+	g.TryAcquireFor(admit.Request{Kind: g.Kind("read")}) // refused: full
 	p.Done(admit.OutcomeCanceled)
 	s := g.Stats()
 	fmt.Println("offered", s.Offered, "admitted", s.Admitted, "full", s.Rejected[admit.ReasonFull], "canceled", s.Completed[admit.OutcomeCanceled])
@@ -117,7 +117,6 @@ func ExampleGate_Stats() {
 	// offered 2 admitted 1 full 1 canceled 1
 	// read 1 0 1
 	// stream 1 1 0
-	// other 0 0 0
 }
 
 // RejectedError tells overload from shutdown, and carries what an HTTP
@@ -125,9 +124,9 @@ func ExampleGate_Stats() {
 func ExampleRejectedError() {
 	g, _ := admit.New(admit.Config{Name: "upstream"})
 	g.Close()
-	_, err := g.TryAcquire(0)
+	_, err := g.TryAcquire()
 	var rej *admit.RejectedError
 	errors.As(err, &rej)
-	fmt.Println(rej.Reason, rej.Reason.Overload(), errors.Is(err, admit.ErrClosed), rej.RetryAfterSeconds())
+	fmt.Println(rej.Reason(), rej.Reason().Overload(), errors.Is(err, admit.ErrClosed), rej.RetryAfterSeconds())
 	// Output: closed false true 1
 }

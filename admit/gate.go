@@ -2,9 +2,10 @@ package admit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"reflect"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -17,25 +18,44 @@ const (
 	DefaultMaxWait       = time.Second
 	DefaultMaxOvertakes  = 16
 	DefaultMaxRetryAfter = 30 * time.Second
+	DefaultSampleEvery   = 8
 )
 
-// MaxCapacity is the largest capacity (and weight) a gate accepts. Slots in
-// use share one 64-bit word with the completion count (see doc.go), which
-// leaves 20 bits for them.
-const MaxCapacity = 1<<usedBits - 1
+// MaxCapacity is the largest capacity (and weight) a gate accepts.
+const MaxCapacity = 1<<20 - 1
 
 // MaxKinds bounds the kinds a gate can be told about, so kind labels stay a
 // small, fixed set.
 const MaxKinds = 64
 
+// The state word holds the slots in use (low usedBits) and the count of
+// fast completions (the rest; see Gate). usedBits is one bit wider than
+// MaxCapacity needs, so a release of more than is held could be told from
+// a legal value even if it were not checked first (it is).
 const (
-	usedBits     = 20
-	usedMask     = 1<<usedBits - 1
-	completedOne = 1 << usedBits // adds one to the completion count
+	usedBits    = 21
+	usedMask    = 1<<usedBits - 1
+	doneOne     = 1 << usedBits
+	defaultFold = 1 << 41 // fast completions kept in the word before they move to Gate.folded
 )
 
 // Config configures a Gate. The zero Config is valid: a gate named
-// "default" with 16 slots, no wait queue, one kind ("default") and timing on.
+// "default" with 16 slots, no wait queue, one kind ("default"), and hold
+// time measured on one permit in eight.
+//
+// What zero and negative mean, field by field:
+//
+//	field          zero                                  negative
+//	Name           "default"                             -
+//	Capacity       DefaultCapacity (16)                  error
+//	MaxWaiters     no queue: Acquire refuses when full   error
+//	MaxWait        DefaultMaxWait (1s) if there is a     no gate-imposed limit (only ctx ends
+//	               queue; must be zero without a queue   a wait); an error without a queue
+//	MaxOvertakes   DefaultMaxOvertakes (16)              strict FIFO
+//	Kinds          one kind, "default"                   -
+//	SampleEvery    every permit with an Observer, else   error
+//	               DefaultSampleEvery (8)
+//	MaxRetryAfter  DefaultMaxRetryAfter (30s)            error
 type Config struct {
 	// Name is the gate's label in errors and metrics ("disk", "upstream").
 	// Empty means "default". Letters, digits, '_', '-' and '.', at most 64.
@@ -45,14 +65,17 @@ type Config struct {
 	// or above MaxCapacity is an error. Change it later with SetCapacity.
 	Capacity int64
 
-	// MaxWaiters bounds the FIFO queue that Acquire may wait in. Zero means
-	// no queue: Acquire refuses at once when the gate is full, like
+	// MaxWaiters bounds the queue that Acquire may wait in. Zero means no
+	// queue: Acquire refuses at once when the gate is full, like
 	// TryAcquire. Negative is an error.
 	MaxWaiters int
 
 	// MaxWait bounds the time one caller spends in the queue before it is
-	// refused with ReasonWaitTimeout. Zero means DefaultMaxWait; negative
-	// means no gate-imposed limit (only the caller's context ends a wait).
+	// refused with ReasonWaitTimeout. With a queue, zero means
+	// DefaultMaxWait and negative means no gate-imposed limit (only the
+	// caller's context ends a wait). Without a queue (MaxWaiters zero) it
+	// must be zero: a MaxWait with nowhere to wait is a mistake New reports
+	// rather than ignores.
 	MaxWait time.Duration
 
 	// MaxOvertakes bounds head-of-line blocking for weighted work: when the
@@ -63,72 +86,102 @@ type Config struct {
 	MaxOvertakes int
 
 	// Kinds is the bounded set of work kinds this gate counts apart
-	// ("read", "stream"). Empty means one kind, "default". Kind 0 is the
-	// first; unknown kinds are counted as "other", never as a new label.
+	// ("read", "stream"). Empty means one kind, "default". The first kind
+	// is the one TryAcquire and Acquire use.
 	Kinds []string
 
 	// Observer, if not nil, sees every decision and completion.
 	Observer Observer
 
-	// NoTiming turns off the two clock reads per permit that measure hold
-	// time. HoldTime stays zero, observers see no hold samples and
-	// RetryAfter falls back to one second. Time spent queued is still
-	// measured (it is on the slow path anyway).
+	// NoTiming turns off hold-time measurement: Stats.HoldTime stays zero,
+	// observers see no hold samples and RetryAfter falls back to one
+	// second. Time spent queued is still measured (it is on the slow path
+	// anyway).
 	NoTiming bool
+
+	// SampleEvery is how many permits share one hold-time measurement (two
+	// clock reads): 1 times every permit. It is rounded up to a power of
+	// two. Zero means every permit when the gate has an Observer (adaptive
+	// limits and histograms want every sample) and DefaultSampleEvery
+	// otherwise. Negative is an error. Sampling keeps the mean hold time,
+	// and so RetryAfter, unbiased; what it loses is detail: HoldTime sums
+	// only the sampled permits (see Stats.HoldSamples).
+	SampleEvery int
 
 	// MaxRetryAfter caps the suggested RetryAfter. Zero means
 	// DefaultMaxRetryAfter; negative is an error.
 	MaxRetryAfter time.Duration
 }
 
-// Kind is a gate-local handle for a kind of work, from Gate.Kind. The zero
-// Kind is the gate's first kind.
+// Kind is a gate-local handle for a kind of work, from Gate.Kind or
+// Gate.LookupKind. The zero Kind is the gate's first kind.
 type Kind uint16
+
+// Request describes one acquisition for TryAcquireFor and AcquireFor. The
+// zero Request is one slot of the gate's first kind.
+type Request struct {
+	// Kind is the kind of work, for counting apart. Zero is the first kind.
+	Kind Kind
+	// Weight is the number of slots the work costs. Zero means 1. Negative
+	// or above MaxCapacity is an invalid request; above the gate's capacity
+	// is refused at once (ReasonFull), since it could never fit.
+	Weight int64
+}
 
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,64}$`)
 
-// A Gate guards one scarce resource with a fixed (but adjustable) number of
-// slots. All methods are safe for concurrent use. See the package
-// documentation for the model and the invariants it keeps.
+// A Gate guards one scarce resource with an adjustable number of slots.
+// All methods are safe for concurrent use. See the package documentation
+// for the model and the invariants it keeps.
 type Gate struct {
-	// state is written by every admission and release; it sits alone on
-	// its cache line so that the read-mostly fields below stay shared
-	// between cores instead of bouncing with it.
+	// state is written by every admission and release: the slots in use,
+	// and the completions with outcome ok of fast permits (one slot, the
+	// first kind, admitted without queueing). It sits alone on its cache
+	// line so the read-mostly fields below stay shared between cores.
 	_     [64]byte
-	state atomic.Uint64 // low usedBits: slots in use; the rest: completions mod 2^44
+	state atomic.Uint64
 	_     [56]byte
 
 	// Read on every admission, written rarely.
-	capacity atomic.Int64 // slots; -1 once closed
-	nwait    atomic.Int64 // callers in Acquire not yet decided (queued or granted, not taken up)
-	peak     atomic.Int64 // most slots ever in use at once
-	timed    bool
-	bare     bool // !timed && obs == nil: admission is a bare CAS
-	obs      Observer
-	_        [64]byte
+	capacity   atomic.Int64 // slots; -1 once closed
+	queued     atomic.Int64 // callers in the queue, plus one deciding under mu whether to queue
+	timed      bool
+	sampleMask uint32 // a permit is timed when rand&sampleMask == 0
+	obs        Observer
+	_          [64]byte
 
-	wraps     atomic.Uint64 // times the completion count wrapped
-	extra     atomic.Int64  // sum of (weight-1) over held slots, so permits = used - extra - pending
-	pending   atomic.Int64  // granted to a waiter that has not taken the slot up yet
-	misuse    atomic.Uint64 // Done called again on a finished permit
-	holdNanos atomic.Int64
-	waitNanos atomic.Int64
-	setCap    atomic.Int64 // last configured capacity, kept when closed
+	// acct makes the multi-counter steps of the slow paths atomic with
+	// respect to Stats, which takes it exclusively: every change to the
+	// counts is either one atomic operation or a group done under
+	// acct.RLock, so a snapshot never sees half a step. Lock order: mu,
+	// then acct; acct is a leaf.
+	acct       sync.RWMutex
+	folded     atomic.Uint64 // fast completions moved out of the state word
+	slowUsed   atomic.Int64  // slots held by permits that are not fast, and grants not yet taken up
+	fastFailed atomic.Uint64 // fast permits that ended with an outcome other than ok
+
+	peak        atomic.Int64  // most slots ever in use at once
+	misuse      atomic.Uint64 // Done called again on a finished permit
+	holdSeconds atomicFloat   // summed hold time of sampled permits
+	holdSamples atomic.Uint64
+	holdEWMA    atomic.Int64 // recent hold time of sampled, non-dropped permits, ns
+	waitSeconds atomicFloat  // summed time callers spent queued
+	setCap      atomic.Int64 // last configured capacity, kept when closed
 
 	name          string
-	kinds         []string // configured kinds, then "other"
+	kinds         []string
 	kindIndex     map[string]Kind
-	other         Kind
 	maxWaiters    int
 	maxWait       time.Duration
 	maxOvertakes  int
 	maxRetryAfter time.Duration
 	epoch         time.Time // monotonic origin for permit timestamps
+	foldAt        uint64
 
 	perKind []kindCounters
 
 	// mu guards the wait queue and the closed flag. It is never held while
-	// calling an Observer or waiting. Lock order: mu is a leaf.
+	// calling an Observer or waiting.
 	mu     sync.Mutex
 	head   *waiter
 	tail   *waiter
@@ -136,13 +189,12 @@ type Gate struct {
 	closed bool
 }
 
-// kindCounters are per-kind counts. admitted and completed are kept only
-// for kinds other than 0; kind 0's are derived from the gate totals, so a
-// single-kind gate pays nothing extra for them.
+// kindCounters are the counts of one kind, except those of fast permits,
+// which the state word holds. Offered is not counted: it is admitted +
+// rejected + waiting, read together.
 type kindCounters struct {
 	admitted  atomic.Uint64
-	completed atomic.Uint64
-	nonOK     [numOutcomes]atomic.Uint64 // index OutcomeOK unused: ok = completed - others
+	completed [numOutcomes]atomic.Uint64
 	rejected  [numReasons]atomic.Uint64
 	waiting   atomic.Int64
 	// last refusal per reason, reused while nothing it reports has changed
@@ -161,6 +213,10 @@ func New(cfg Config) (*Gate, error) {
 		obs:           cfg.Observer,
 		timed:         !cfg.NoTiming,
 		epoch:         time.Now(),
+		foldAt:        defaultFold,
+	}
+	if isNil(g.obs) {
+		g.obs = nil // a typed nil (*promsluice.GateMetrics)(nil) observes nothing
 	}
 	if g.name == "" {
 		g.name = "default"
@@ -175,10 +231,12 @@ func New(cfg Config) (*Gate, error) {
 	case c < 0 || c > MaxCapacity:
 		return nil, fmt.Errorf("%w: gate %q: capacity %d outside 1..%d", ErrInvalidConfig, g.name, c, MaxCapacity)
 	}
-	if g.maxWaiters < 0 {
+	switch {
+	case g.maxWaiters < 0:
 		return nil, fmt.Errorf("%w: gate %q: negative MaxWaiters %d", ErrInvalidConfig, g.name, g.maxWaiters)
-	}
-	if g.maxWait == 0 {
+	case g.maxWaiters == 0 && g.maxWait != 0:
+		return nil, fmt.Errorf("%w: gate %q: MaxWait %v without a queue (MaxWaiters is 0): set MaxWaiters to let callers wait", ErrInvalidConfig, g.name, g.maxWait)
+	case g.maxWait == 0:
 		g.maxWait = DefaultMaxWait
 	}
 	if g.maxOvertakes == 0 {
@@ -190,6 +248,22 @@ func New(cfg Config) (*Gate, error) {
 	case g.maxRetryAfter < 0:
 		return nil, fmt.Errorf("%w: gate %q: negative MaxRetryAfter", ErrInvalidConfig, g.name)
 	}
+	every := cfg.SampleEvery
+	switch {
+	case every < 0:
+		return nil, fmt.Errorf("%w: gate %q: negative SampleEvery %d", ErrInvalidConfig, g.name, every)
+	case every == 0 && g.obs != nil:
+		every = 1
+	case every == 0:
+		every = DefaultSampleEvery
+	case every > 1<<30:
+		every = 1 << 30
+	}
+	mask := uint32(1)
+	for int(mask) < every {
+		mask <<= 1
+	}
+	g.sampleMask = mask - 1
 	kinds := cfg.Kinds
 	if len(kinds) == 0 {
 		kinds = []string{"default"}
@@ -197,62 +271,84 @@ func New(cfg Config) (*Gate, error) {
 	if len(kinds) > MaxKinds {
 		return nil, fmt.Errorf("%w: gate %q: %d kinds, at most %d", ErrInvalidConfig, g.name, len(kinds), MaxKinds)
 	}
-	g.kindIndex = make(map[string]Kind, len(kinds)+1)
+	g.kindIndex = make(map[string]Kind, len(kinds))
 	for i, k := range kinds {
-		if !labelRE.MatchString(k) || k == "other" {
-			return nil, fmt.Errorf("%w: gate %q: kind %q: want 1-64 letters, digits, '_', '-' or '.', not \"other\"", ErrInvalidConfig, g.name, k)
+		if !labelRE.MatchString(k) {
+			return nil, fmt.Errorf("%w: gate %q: kind %q: want 1-64 letters, digits, '_', '-' or '.'", ErrInvalidConfig, g.name, k)
 		}
 		if _, dup := g.kindIndex[k]; dup {
 			return nil, fmt.Errorf("%w: gate %q: kind %q listed twice", ErrInvalidConfig, g.name, k)
 		}
 		g.kindIndex[k] = Kind(i)
 	}
-	g.kinds = append(append(make([]string, 0, len(kinds)+1), kinds...), "other")
-	g.other = Kind(len(kinds))
-	g.kindIndex["other"] = g.other
+	g.kinds = append([]string(nil), kinds...)
 	g.perKind = make([]kindCounters, len(g.kinds))
-	g.bare = !g.timed && g.obs == nil
 	g.capacity.Store(c)
 	g.setCap.Store(c)
 	return g, nil
 }
 
+func isNil(o Observer) bool {
+	if o == nil {
+		return true
+	}
+	v := reflect.ValueOf(o)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
 // Name returns the gate's name.
 func (g *Gate) Name() string { return g.name }
 
-// Kind returns the handle for a kind name; names the gate was not told
-// about map to "other".
+// Kind returns the handle for a kind name the gate was configured with. It
+// panics for any other name: kind names are written in code, and a typo
+// should fail the first test that runs it, not be counted under the wrong
+// label for months. Use LookupKind for names that come from input.
 func (g *Gate) Kind(name string) Kind {
-	if k, ok := g.kindIndex[name]; ok {
-		return k
-	}
-	return g.other
-}
-
-// KindName returns the label of k ("other" for out-of-range handles).
-func (g *Gate) KindName(k Kind) string { return g.kinds[g.clampKind(k)] }
-
-// Kinds returns the gate's kind labels, "other" last.
-func (g *Gate) Kinds() []string { return append([]string(nil), g.kinds...) }
-
-func (g *Gate) clampKind(k Kind) Kind {
-	if int(k) >= len(g.kinds) {
-		return g.other
+	k, ok := g.kindIndex[name]
+	if !ok {
+		panic(fmt.Sprintf("admit: gate %q has no kind %q (it has %q)", g.name, name, g.kinds))
 	}
 	return k
 }
 
+// LookupKind returns the handle for a kind name, and false if the gate
+// has no such kind.
+func (g *Gate) LookupKind(name string) (Kind, bool) {
+	k, ok := g.kindIndex[name]
+	return k, ok
+}
+
+// KindName returns the label of k, or "" for a handle the gate does not have.
+func (g *Gate) KindName(k Kind) string {
+	if int(k) < len(g.kinds) {
+		return g.kinds[k]
+	}
+	return ""
+}
+
+// Kinds returns the gate's kind labels, in configuration order.
+func (g *Gate) Kinds() []string { return append([]string(nil), g.kinds...) }
+
 // Capacity returns the current capacity (the configured one if closed).
 func (g *Gate) Capacity() int64 { return g.setCap.Load() }
 
-// InUse returns the number of slots held right now.
+// InUse returns the number of slots held right now (including slots
+// granted to a queued caller that has not woken up yet).
 func (g *Gate) InUse() int64 { return int64(g.state.Load() & usedMask) }
 
+// Queued returns the number of callers waiting in the queue.
+func (g *Gate) Queued() int64 { return g.queued.Load() }
+
 // SetCapacity changes the number of slots. Growing admits queued callers
-// at once; shrinking never revokes held permits, it only stops admissions
-// until enough of them are done. It returns an error for a capacity outside
-// 0..MaxCapacity and does nothing on a closed gate. Zero is allowed: the
-// gate then refuses everything new (a drain).
+// at once. Shrinking never revokes held permits; it stops admissions until
+// enough of them are done, and refuses at once (ReasonFull) the queued
+// callers whose weight no longer fits at all. It returns an error for a
+// capacity outside 0..MaxCapacity and does nothing on a closed gate. Zero
+// is allowed: the gate then refuses everything new (a drain).
 func (g *Gate) SetCapacity(c int64) error {
 	if c < 0 || c > MaxCapacity {
 		return fmt.Errorf("%w: gate %q: capacity %d outside 0..%d", ErrInvalidConfig, g.name, c, MaxCapacity)
@@ -264,63 +360,106 @@ func (g *Gate) SetCapacity(c int64) error {
 	}
 	g.capacity.Store(c)
 	g.setCap.Store(c)
+	for w := g.head; w != nil; {
+		next := w.next
+		if w.n > c {
+			g.unlink(w)
+			w.state = waiterTooBig
+			w.ready <- struct{}{}
+		}
+		w = next
+	}
 	g.grantLocked()
 	return nil
 }
 
-// TryAcquire takes one slot for work of kind k if one is free now and
-// nobody is queued ahead, else refuses at once with a *RejectedError.
-func (g *Gate) TryAcquire(k Kind) (Permit, error) {
-	// The common case, a one-slot permit of the first kind on a gate
-	// without timing or observer, is small enough to inline.
-	if k == 0 && g.bare && g.nwait.Load() == 0 {
+// TryAcquire takes one slot for work of the gate's first kind if one is
+// free and nobody is queued ahead, else refuses at once with a
+// *RejectedError (ReasonFull, or ReasonClosed after Close).
+func (g *Gate) TryAcquire() (Permit, error) {
+	// The common case: one CAS, nothing else counted (the state word
+	// implies the offer and the admission of a fast permit).
+	if g.queued.Load() == 0 {
 		s := g.state.Load()
 		if int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
 			if used := int64(s&usedMask) + 1; used > g.peak.Load() {
 				g.raisePeak(used)
 			}
-			return Permit{g: g, meta: 1}, nil
+			if g.obs == nil && !g.timed {
+				return Permit{g: g, meta: metaFast | 1}, nil
+			}
+			return g.admitted(0, 1, metaFast, 0), nil
 		}
 	}
-	return g.TryAcquireN(k, 1)
+	return g.TryAcquireFor(Request{})
 }
 
-// TryAcquireN is TryAcquire for work that costs n slots (n < 1 counts as 1).
-func (g *Gate) TryAcquireN(k Kind, n int64) (Permit, error) {
-	k, n = g.clampKind(k), max(n, 1)
-	if g.nwait.Load() == 0 {
-		if used, ok := g.take(n); ok {
-			return g.admit(k, n, used, 0, false), nil
-		}
+// TryAcquireFor is TryAcquire for a kind and weight other than the default.
+// An invalid request (see Request) returns an error wrapping
+// ErrInvalidRequest and touches nothing.
+func (g *Gate) TryAcquireFor(r Request) (Permit, error) {
+	k, n, err := g.check(r)
+	if err != nil {
+		return Permit{}, err
 	}
-	return Permit{}, g.refuse(k, n, g.fullReason())
+	flags, reason := g.decideNow(k, n)
+	if reason != ReasonNone {
+		return Permit{}, g.rejection(k, n, reason, 0)
+	}
+	return g.admitted(k, n, flags, 0), nil
 }
 
-// Acquire takes one slot for work of kind k, waiting in the gate's bounded
-// FIFO queue if it has one (Config.MaxWaiters). The wait ends with a slot,
-// or with a refusal when the queue is full (queue_full), MaxWait passes
-// (wait_timeout), ctx ends (deadline or canceled) or the gate closes
-// (closed). A slot granted at the moment the caller gives up is handed on
-// to the next waiter, never lost.
-func (g *Gate) Acquire(ctx context.Context, k Kind) (Permit, error) {
-	return g.AcquireN(ctx, k, 1)
+// Acquire takes one slot for work of the gate's first kind, waiting in
+// the gate's bounded queue if it has one (Config.MaxWaiters). The wait
+// ends with a slot, or with a refusal when the queue is full (queue_full),
+// MaxWait passes (wait_timeout), ctx ends (deadline or canceled: the error
+// then also matches ctx's error with errors.Is), the capacity shrinks
+// below the work's weight (full) or the gate closes (closed). A slot
+// granted at the moment the caller gives up is handed on to the next
+// waiter, never lost.
+func (g *Gate) Acquire(ctx context.Context) (Permit, error) {
+	return g.AcquireFor(ctx, Request{})
 }
 
-// AcquireN is Acquire for work that costs n slots (n < 1 counts as 1).
-func (g *Gate) AcquireN(ctx context.Context, k Kind, n int64) (Permit, error) {
-	k, n = g.clampKind(k), max(n, 1)
+// AcquireFor is Acquire for a kind and weight other than the default. An
+// invalid request (see Request) returns an error wrapping
+// ErrInvalidRequest and touches nothing.
+func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
+	k, n, err := g.check(r)
+	if err != nil {
+		return Permit{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Permit{}, g.refuse(k, n, ctxReason(err))
 	}
-	if g.nwait.Load() == 0 {
-		if used, ok := g.take(n); ok {
-			return g.admit(k, n, used, 0, false), nil
+	if g.maxWaiters == 0 {
+		flags, reason := g.decideNow(k, n)
+		if reason != ReasonNone {
+			return Permit{}, g.rejection(k, n, reason, 0)
+		}
+		return g.admitted(k, n, flags, 0), nil
+	}
+	if g.queued.Load() == 0 {
+		if flags, ok := g.tryTake(k, n); ok {
+			return g.admitted(k, n, flags, 0), nil
 		}
 	}
-	if g.maxWaiters == 0 {
-		return Permit{}, g.refuse(k, n, g.fullReason())
-	}
 	return g.wait(ctx, k, n)
+}
+
+// check validates a request before anything is touched.
+func (g *Gate) check(r Request) (Kind, int64, error) {
+	n := r.Weight
+	if n == 0 {
+		n = 1
+	}
+	if n < 1 || n > MaxCapacity {
+		return 0, 0, fmt.Errorf("%w: gate %q: weight %d outside 1..%d", ErrInvalidRequest, g.name, r.Weight, MaxCapacity)
+	}
+	if int(r.Kind) >= len(g.kinds) {
+		return 0, 0, fmt.Errorf("%w: gate %q: no kind %d (it has %d kinds)", ErrInvalidRequest, g.name, r.Kind, len(g.kinds))
+	}
+	return r.Kind, n, nil
 }
 
 // Close refuses all queued and future acquisitions with ReasonClosed.
@@ -351,7 +490,7 @@ func (g *Gate) Closed() bool { return g.capacity.Load() < 0 }
 func (g *Gate) WaitIdle(ctx context.Context) error {
 	d := time.Millisecond
 	for {
-		if g.InUse() == 0 && g.nwait.Load() == 0 {
+		if g.InUse() == 0 && g.waiting() == 0 {
 			return nil
 		}
 		t := time.NewTimer(d)
@@ -363,6 +502,14 @@ func (g *Gate) WaitIdle(ctx context.Context) error {
 		}
 		d = min(2*d, 50*time.Millisecond)
 	}
+}
+
+func (g *Gate) waiting() int64 {
+	var n int64
+	for i := range g.perKind {
+		n += g.perKind[i].waiting.Load()
+	}
+	return n
 }
 
 // take adds n slots to the ones in use if they fit in the capacity. It
@@ -381,6 +528,67 @@ func (g *Gate) take(n int64) (int64, bool) {
 	}
 }
 
+// tryTake takes and counts k,n without queueing if the slots are free,
+// and returns the permit flags to build it with. A fast permit (first
+// kind, one slot) is one CAS; any other is counted under acct.
+func (g *Gate) tryTake(k Kind, n int64) (uint64, bool) {
+	var used int64
+	var ok bool
+	flags := uint64(0)
+	if k == 0 && n == 1 {
+		used, ok = g.take(1)
+		flags = metaFast
+	} else {
+		g.acct.RLock()
+		if used, ok = g.take(n); ok {
+			g.slowUsed.Add(n)
+			g.perKind[k].admitted.Add(1)
+		}
+		g.acct.RUnlock()
+	}
+	if ok && used > g.peak.Load() {
+		g.raisePeak(used)
+	}
+	return flags, ok
+}
+
+// decideNow decides a request that may not wait: it takes the slots if
+// they are free and nobody is queued ahead, else it counts a refusal. The
+// look at the slots and the count are one step as Stats sees it, so no
+// snapshot can show the slots free and the refusal not yet counted.
+func (g *Gate) decideNow(k Kind, n int64) (flags uint64, r Reason) {
+	fast := k == 0 && n == 1
+	if fast && g.queued.Load() == 0 {
+		if used, ok := g.take(1); ok {
+			if used > g.peak.Load() {
+				g.raisePeak(used)
+			}
+			return metaFast, ReasonNone
+		}
+	}
+	g.acct.RLock()
+	if g.queued.Load() == 0 {
+		if used, ok := g.take(n); ok {
+			if fast {
+				flags = metaFast
+			} else {
+				g.slowUsed.Add(n)
+				g.perKind[k].admitted.Add(1)
+			}
+			g.acct.RUnlock()
+			if used > g.peak.Load() {
+				g.raisePeak(used)
+			}
+			return flags, ReasonNone
+		}
+	}
+	r = g.fullReason()
+	g.perKind[k].rejected[r].Add(1)
+	g.acct.RUnlock()
+	return 0, r
+}
+
+// fullReason is the refusal for work that found no free slot.
 func (g *Gate) fullReason() Reason {
 	if g.capacity.Load() < 0 {
 		return ReasonClosed
@@ -389,40 +597,30 @@ func (g *Gate) fullReason() Reason {
 }
 
 func ctxReason(err error) Reason {
-	if errors.Is(err, context.DeadlineExceeded) {
+	if err == context.DeadlineExceeded {
 		return ReasonDeadline
 	}
 	return ReasonCanceled
 }
 
-// admit builds the permit for n slots just taken. queued is true for
-// slots granted through the queue (their pending mark and extra weight were
-// already recorded by the granter).
-func (g *Gate) admit(k Kind, n, used int64, wait time.Duration, queued bool) Permit {
-	if !queued && n > 1 {
-		g.extra.Add(n - 1)
-	}
-	if k != 0 {
-		g.perKind[k].admitted.Add(1)
-	}
-	if used > g.peak.Load() {
-		g.raisePeak(used)
-	}
+// admitted builds the permit for slots just taken and counted, and tells
+// the observer.
+func (g *Gate) admitted(k Kind, n int64, flags uint64, wait time.Duration) Permit {
 	if g.obs != nil {
 		g.observeAdmitted(k, n, wait)
 	}
 	var start int64
-	if g.timed {
-		start = int64(time.Since(g.epoch))
+	if g.timed && rand.Uint32()&g.sampleMask == 0 {
+		start = int64(time.Since(g.epoch)) + 1
 	}
-	return Permit{g: g, meta: permitMeta(n, k), start: start}
+	return Permit{g: g, meta: permitMeta(n, k) | flags, start: start}
 }
 
 // observeAdmitted is out of line to keep the admission path's frame small.
 func (g *Gate) observeAdmitted(k Kind, n int64, wait time.Duration) {
 	g.obs.ObserveAdmission(AdmissionEvent{
 		Gate: g.name, Kind: g.kinds[k], Accepted: true, Weight: n,
-		Inflight: g.InUse(), Capacity: g.setCap.Load(), Waiting: g.nwait.Load(), Wait: wait,
+		Inflight: g.InUse(), Capacity: g.setCap.Load(), Waiting: g.queued.Load(), Wait: wait,
 	})
 }
 
@@ -435,101 +633,177 @@ func (g *Gate) raisePeak(used int64) {
 	}
 }
 
-// refuse counts a refusal and returns its error.
+// refuse counts a refusal of a caller that never queued and returns its
+// error. Even a one-counter step goes under acct: only the fast path's
+// single operation on the state word may run while Stats reads, so that
+// a snapshot never shows a refusal without the admission that caused it.
 func (g *Gate) refuse(k Kind, n int64, r Reason) *RejectedError {
-	return g.refuseAfter(k, n, r, 0)
+	g.acct.RLock()
+	g.perKind[k].rejected[r].Add(1)
+	g.acct.RUnlock()
+	return g.rejection(k, n, r, 0)
 }
 
-func (g *Gate) refuseAfter(k Kind, n int64, r Reason, wait time.Duration) *RejectedError {
+// rejection builds (or reuses) the error for a refusal already counted.
+func (g *Gate) rejection(k Kind, n int64, r Reason, wait time.Duration) *RejectedError {
 	kc := &g.perKind[k]
-	kc.rejected[r].Add(1)
 	used, c := g.InUse(), g.setCap.Load()
 	ra := g.retryAfter(r, c)
 	e := kc.lastRejection[r].Load()
-	if e == nil || e.Inflight != used || e.Capacity != c || e.RetryAfter != ra {
-		e = &RejectedError{Gate: g.name, Kind: g.kinds[k], Reason: r, Inflight: used, Capacity: c, RetryAfter: ra}
+	if e == nil || e.inflight != used || e.capacity != c || e.retryAfter != ra {
+		e = &RejectedError{gate: g.name, kind: g.kinds[k], reason: r, inflight: used, capacity: c, retryAfter: ra}
 		kc.lastRejection[r].Store(e)
 	}
 	if g.obs != nil {
 		g.obs.ObserveAdmission(AdmissionEvent{
 			Gate: g.name, Kind: g.kinds[k], Reason: r, Weight: n,
-			Inflight: used, Capacity: c, Waiting: g.nwait.Load(), Wait: wait,
+			Inflight: used, Capacity: c, Waiting: g.queued.Load(), Wait: wait,
 		})
 	}
 	return e
 }
 
 // retryAfter estimates when a refused caller might find a free slot: the
-// backlog ahead of it times the mean hold time, spread over the slots,
-// rounded up to whole seconds and kept within [1s, MaxRetryAfter].
+// backlog ahead of it (the queue, plus itself) times the recent hold time,
+// spread over the slots, rounded up to whole seconds and kept within
+// [1s, MaxRetryAfter]. The hold time is an exponentially weighted moving
+// average of recent samples, so a slowdown shows within a few dozen
+// completions however long the gate has run.
 func (g *Gate) retryAfter(r Reason, c int64) time.Duration {
 	est := time.Second
 	if g.timed && r.Overload() {
-		if done := g.completedTotal(); done > 0 {
-			meanHold := float64(g.holdNanos.Load()) / float64(done)
-			backlog := float64(g.nwait.Load() + 1)
-			secs := math.Ceil(meanHold * backlog / float64(max(c, 1)) / float64(time.Second))
+		if hold := g.holdEWMA.Load(); hold > 0 {
+			backlog := float64(g.queued.Load() + 1)
+			secs := math.Ceil(float64(hold) * backlog / float64(max(c, 1)) / float64(time.Second))
+			if secs >= g.maxRetryAfter.Seconds() {
+				return g.maxRetryAfter
+			}
 			est = time.Duration(max(secs, 1)) * time.Second
 		}
 	}
 	return min(est, g.maxRetryAfter)
 }
 
-// completedTotal reads the completion count, including wraps of its
-// 44-bit field.
-func (g *Gate) completedTotal() uint64 {
+// holdEWMAShift sets the weight of a new sample in the hold-time average:
+// 1/8, so the average forgets a regime in a few dozen samples.
+const holdEWMAShift = 3
+
+// recordHold adds a sampled hold time to the totals and, unless the work
+// was dropped, to the recent average.
+func (g *Gate) recordHold(hold time.Duration, o Outcome) {
+	g.holdSeconds.Add(hold.Seconds())
+	g.holdSamples.Add(1)
+	if o == OutcomeDropped {
+		return
+	}
+	h := max(int64(hold), 1)
 	for {
-		w := g.wraps.Load()
-		s := g.state.Load()
-		if g.wraps.Load() == w {
-			return w<<(64-usedBits) + s>>usedBits
+		old := g.holdEWMA.Load()
+		nw := h
+		if old > 0 {
+			nw = old + (h-old)>>holdEWMAShift
+		}
+		if g.holdEWMA.CompareAndSwap(old, max(nw, 1)) {
+			return
 		}
 	}
 }
 
-// afterRelease is the slow tail of an inlined release: count a wrap of the
-// completion field, wake waiters.
-func (g *Gate) afterRelease(s uint64) {
-	if s>>usedBits == 0 {
-		g.wraps.Add(1)
+// releaseFastOK ends a fast permit with outcome ok: one CAS frees the slot
+// and counts the completion in the state word.
+func (g *Gate) releaseFastOK() {
+	for {
+		s := g.state.Load()
+		if s&usedMask == 0 {
+			g.overRelease(1)
+		}
+		if g.state.CompareAndSwap(s, s+doneOne-1) {
+			if (s>>usedBits)+1 >= g.foldAt {
+				g.fold()
+			}
+			break
+		}
 	}
-	if g.nwait.Load() > 0 {
+	if g.queued.Load() > 0 {
 		g.grant()
 	}
 }
 
-// release returns a permit's slots. Called once per permit, by Done.
-func (g *Gate) release(p *Permit, o Outcome) {
-	var hold time.Duration
-	if g.timed {
-		hold = time.Since(g.epoch) - time.Duration(p.start)
-		g.holdNanos.Add(int64(hold))
+// fold moves foldAt fast completions out of the state word, so its field
+// never overflows. Every release that leaves the field at or above foldAt
+// tries; each successful CAS moves exactly foldAt, so nothing is counted
+// twice, and doing it under acct keeps snapshots exact.
+func (g *Gate) fold() {
+	g.acct.RLock()
+	for {
+		s := g.state.Load()
+		if s>>usedBits < g.foldAt {
+			break
+		}
+		if g.state.CompareAndSwap(s, s-g.foldAt<<usedBits) {
+			g.folded.Add(g.foldAt)
+			break
+		}
 	}
-	k := p.kind()
-	kc := &g.perKind[k]
-	if o != OutcomeOK {
-		kc.nonOK[o].Add(1)
+	g.acct.RUnlock()
+}
+
+// releaseSlow ends any permit but a fast one with outcome ok.
+func (g *Gate) releaseSlow(k Kind, n int64, o Outcome, fast bool) {
+	g.acct.RLock()
+	for {
+		s := g.state.Load()
+		if int64(s&usedMask) < n {
+			g.acct.RUnlock()
+			g.overRelease(n)
+		}
+		if g.state.CompareAndSwap(s, s-uint64(n)) {
+			break
+		}
 	}
-	if k != 0 {
-		kc.completed.Add(1)
+	if fast {
+		g.fastFailed.Add(1)
+	} else {
+		g.slowUsed.Add(-n)
 	}
-	n := p.weight()
-	if n > 1 {
-		g.extra.Add(-(n - 1))
-	}
-	// One add frees the slots and counts the completion.
-	if s := g.state.Add(completedOne - uint64(n)); s>>usedBits == 0 {
-		g.wraps.Add(1)
-	}
-	if g.nwait.Load() > 0 {
+	g.perKind[k].completed[o].Add(1)
+	g.acct.RUnlock()
+	if g.queued.Load() > 0 {
 		g.grant()
 	}
-	if g.obs != nil {
-		g.observeCompleted(k, o, n, hold)
-	}
+}
+
+// ErrOverRelease is the value Done panics with when a release would free
+// more slots than the gate has in use: a Permit was copied and both copies
+// were ended. See Permit.
+var ErrOverRelease = fmt.Errorf("admit: a permit released more slots than are held (was a Permit copied?)")
+
+func (g *Gate) overRelease(n int64) {
+	g.countMisuse()
+	panic(fmt.Errorf("%w: gate %q, releasing %d with %d in use", ErrOverRelease, g.name, n, g.InUse()))
+}
+
+func (g *Gate) countMisuse() {
+	g.acct.RLock()
+	g.misuse.Add(1)
+	g.acct.RUnlock()
 }
 
 // observeCompleted is out of line to keep the release path's frame small.
 func (g *Gate) observeCompleted(k Kind, o Outcome, n int64, hold time.Duration) {
 	g.obs.ObserveCompletion(CompletionEvent{Gate: g.name, Kind: g.kinds[k], Outcome: o, Weight: n, Hold: hold})
 }
+
+// atomicFloat is a float64 that many goroutines add to.
+type atomicFloat struct{ bits atomic.Uint64 }
+
+func (f *atomicFloat) Add(d float64) {
+	for {
+		old := f.bits.Load()
+		if f.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+d)) {
+			return
+		}
+	}
+}
+
+func (f *atomicFloat) Load() float64 { return math.Float64frombits(f.bits.Load()) }

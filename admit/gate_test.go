@@ -3,7 +3,9 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +16,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// rapid saves failing cases under testdata/ by default; a test run
+	// must never write into the working tree (the failure message carries
+	// the seed to reproduce it instead).
+	flag.Parse()
+	if err := flag.Set("rapid.nofailfile", "true"); err != nil {
+		panic(err)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func mustGate(t testing.TB, cfg admit.Config) *admit.Gate {
 	t.Helper()
@@ -59,7 +70,7 @@ func reasonOf(t testing.TB, err error) admit.Reason {
 	if !errors.Is(err, admit.ErrRejected) {
 		t.Fatalf("errors.Is(%v, ErrRejected) = false", err)
 	}
-	return rej.Reason
+	return rej.Reason()
 }
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -71,7 +82,9 @@ func TestNewValidatesConfig(t *testing.T) {
 		{Name: "has space"},
 		{Name: strings.Repeat("x", 65)},
 		{Kinds: []string{"read", "read"}},
-		{Kinds: []string{"other"}},
+		{MaxWait: time.Second}, // a wait with no queue to wait in
+		{MaxWait: -1},
+		{SampleEvery: -1},
 		{Kinds: []string{""}},
 		{Kinds: make([]string, admit.MaxKinds+1)},
 	}
@@ -84,35 +97,35 @@ func TestNewValidatesConfig(t *testing.T) {
 	if g.Name() != "default" || g.Capacity() != admit.DefaultCapacity {
 		t.Errorf("zero Config gave gate %q capacity %d", g.Name(), g.Capacity())
 	}
-	if got := g.Kinds(); len(got) != 2 || got[0] != "default" || got[1] != "other" {
+	if got := g.Kinds(); len(got) != 1 || got[0] != "default" {
 		t.Errorf("zero Config kinds = %v", got)
 	}
 }
 
 func TestTryAcquireUpToCapacityThenFull(t *testing.T) {
 	g := mustGate(t, admit.Config{Name: "disk", Capacity: 2})
-	p1, err := g.TryAcquire(0)
+	p1, err := g.TryAcquire()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := g.TryAcquire(0)
+	p2, err := g.TryAcquire()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = g.TryAcquire(0)
+	_, err = g.TryAcquire()
 	if r := reasonOf(t, err); r != admit.ReasonFull {
 		t.Fatalf("third TryAcquire reason = %v, want full", r)
 	}
 	var rej *admit.RejectedError
 	errors.As(err, &rej)
-	if rej.Gate != "disk" || rej.Kind != "default" || rej.Inflight != 2 || rej.Capacity != 2 || rej.RetryAfter < time.Second {
+	if rej.Gate() != "disk" || rej.Kind() != "default" || rej.Inflight() != 2 || rej.Capacity() != 2 || rej.RetryAfter() < time.Second {
 		t.Errorf("refusal = %+v", rej)
 	}
 	if errors.Is(err, admit.ErrClosed) {
 		t.Error("overload refusal matches ErrClosed")
 	}
 	p1.Done(admit.OutcomeOK)
-	p3, err := g.TryAcquire(0)
+	p3, err := g.TryAcquire()
 	if err != nil {
 		t.Fatalf("slot not freed by Done: %v", err)
 	}
@@ -128,14 +141,14 @@ func TestTryAcquireUpToCapacityThenFull(t *testing.T) {
 
 func TestDoubleDoneIsCountedAndFreesNothing(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 1})
-	p, _ := g.TryAcquire(0)
+	p, _ := g.TryAcquire()
 	p.Done(admit.OutcomeOK)
-	other, err := g.TryAcquire(0) // someone else now holds the only slot
+	other, err := g.TryAcquire() // someone else now holds the only slot
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Done(admit.OutcomeOK) // misuse: must not free other's slot
-	if _, err := g.TryAcquire(0); err == nil {
+	if _, err := g.TryAcquire(); err == nil {
 		t.Fatal("a second Done freed a slot it did not hold")
 	}
 	if !other.Held() || p.Held() {
@@ -151,8 +164,8 @@ func TestDoubleDoneIsCountedAndFreesNothing(t *testing.T) {
 
 func TestRefusedPermitHoldsNothing(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 1})
-	held, _ := g.TryAcquire(0)
-	refused, err := g.TryAcquire(0)
+	held, _ := g.TryAcquire()
+	refused, err := g.TryAcquire()
 	if err == nil {
 		t.Fatal("admitted past capacity")
 	}
@@ -169,36 +182,59 @@ func TestRefusedPermitHoldsNothing(t *testing.T) {
 	}
 }
 
-func TestKindsUnknownCountsAsOther(t *testing.T) {
+func TestKindsAreStrict(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 10, Kinds: []string{"read", "stream"}})
-	if g.Kind("read") != 0 || g.Kind("stream") != 1 || g.KindName(g.Kind("nope")) != "other" || g.KindName(200) != "other" {
-		t.Fatalf("kind lookup wrong: %v %v %v", g.Kind("read"), g.Kind("stream"), g.Kind("nope"))
+	if g.Kind("read") != 0 || g.Kind("stream") != 1 || g.KindName(1) != "stream" || g.KindName(200) != "" {
+		t.Fatalf("kind lookup wrong")
 	}
-	for _, k := range []admit.Kind{g.Kind("read"), g.Kind("stream"), g.Kind("stream"), g.Kind("x"), 999} {
-		p, err := g.TryAcquire(k)
+	if _, ok := g.LookupKind("nope"); ok {
+		t.Error("LookupKind found a kind the gate does not have")
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Kind(typo) did not panic")
+			}
+		}()
+		g.Kind("raed")
+	}()
+	for _, k := range []admit.Kind{g.Kind("read"), g.Kind("stream"), g.Kind("stream")} {
+		p, err := g.TryAcquireFor(admit.Request{Kind: k})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer p.Done(admit.OutcomeDropped)
 	}
+	before := g.Stats()
+	for _, r := range []admit.Request{{Kind: 2}, {Kind: 999}, {Weight: -1}, {Weight: admit.MaxCapacity + 1}, {Weight: math.MinInt64}, {Weight: math.MaxInt64}} {
+		if _, err := g.TryAcquireFor(r); !errors.Is(err, admit.ErrInvalidRequest) {
+			t.Errorf("TryAcquireFor(%+v) err = %v, want ErrInvalidRequest", r, err)
+		}
+		if _, err := g.AcquireFor(context.Background(), r); !errors.Is(err, admit.ErrInvalidRequest) {
+			t.Errorf("AcquireFor(%+v) err = %v, want ErrInvalidRequest", r, err)
+		}
+	}
 	s := g.Stats()
+	if s.Offered != before.Offered || s.InUse != before.InUse {
+		t.Errorf("invalid requests touched the gate: offered %d -> %d, in use %d -> %d", before.Offered, s.Offered, before.InUse, s.InUse)
+	}
 	checkInvariants(t, s)
-	want := map[string]uint64{"read": 1, "stream": 2, "other": 2}
+	want := map[string]uint64{"read": 1, "stream": 2}
 	for _, k := range s.Kinds {
 		if k.Admitted != want[k.Kind] || k.Inflight != int64(want[k.Kind]) {
 			t.Errorf("kind %s admitted %d inflight %d, want %d", k.Kind, k.Admitted, k.Inflight, want[k.Kind])
 		}
 	}
-	if len(s.Kinds) != 3 {
-		t.Errorf("kinds = %d, want 3 (no new label for unknown kinds)", len(s.Kinds))
+	if len(s.Kinds) != 2 {
+		t.Errorf("kinds = %d, want 2 (no extra label)", len(s.Kinds))
 	}
 }
 
 func TestAcquireWithoutQueueRefusesAtOnce(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 1})
-	p, _ := g.Acquire(context.Background(), 0)
+	p, _ := g.Acquire(context.Background())
 	defer p.Done(admit.OutcomeOK)
-	if _, err := g.Acquire(context.Background(), 0); reasonOf(t, err) != admit.ReasonFull {
+	if _, err := g.Acquire(context.Background()); reasonOf(t, err) != admit.ReasonFull {
 		t.Fatalf("reason = %v, want full", err)
 	}
 }
@@ -207,12 +243,12 @@ func TestAcquireWithDoneContextIsRefused(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 4})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := g.Acquire(ctx, 0); reasonOf(t, err) != admit.ReasonCanceled {
+	if _, err := g.Acquire(ctx); reasonOf(t, err) != admit.ReasonCanceled {
 		t.Errorf("canceled ctx: %v", err)
 	}
 	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer dcancel()
-	if _, err := g.Acquire(dctx, 0); reasonOf(t, err) != admit.ReasonDeadline {
+	if _, err := g.Acquire(dctx); reasonOf(t, err) != admit.ReasonDeadline {
 		t.Errorf("past deadline: %v", err)
 	}
 	if g.InUse() != 0 {
@@ -231,7 +267,7 @@ type result struct {
 func startWaiters(ctx context.Context, g *admit.Gate, ids []int, weight int64, out chan<- result) {
 	for _, id := range ids {
 		go func() {
-			p, err := g.AcquireN(ctx, 0, weight)
+			p, err := g.AcquireFor(ctx, admit.Request{Weight: weight})
 			if err != nil {
 				out <- result{err: err, id: id}
 				return
@@ -264,7 +300,7 @@ func TestQueuePaths(t *testing.T) {
 					cfg.Capacity = 1
 					cfg.NoTiming = untimed
 					g := mustGate(t, cfg)
-					held, _ := g.TryAcquire(0)
+					held, _ := g.TryAcquire()
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 					defer cancel()
 					out := make(chan result, 2)
@@ -273,7 +309,7 @@ func TestQueuePaths(t *testing.T) {
 						t.Fatalf("waiting = %d, want 1", s.Waiting)
 					}
 					// A second waiter finds the one-place queue full.
-					if _, err := g.Acquire(ctx, 0); reasonOf(t, err) != admit.ReasonQueueFull {
+					if _, err := g.Acquire(ctx); reasonOf(t, err) != admit.ReasonQueueFull {
 						t.Fatalf("second waiter: %v, want queue_full", err)
 					}
 					tt.act(g, &held, cancel)
@@ -310,7 +346,7 @@ func TestQueuePaths(t *testing.T) {
 func TestCanceledWaiterLeavesQueueAndNextIsServed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: -1})
-		held, _ := g.TryAcquire(0)
+		held, _ := g.TryAcquire()
 		ctxA, cancelA := context.WithCancel(context.Background())
 		out := make(chan result, 4)
 		startWaiters(ctxA, g, []int{1}, 1, out)
@@ -336,7 +372,7 @@ func TestCanceledWaiterLeavesQueueAndNextIsServed(t *testing.T) {
 func TestQueueIsFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8})
-		held, _ := g.TryAcquire(0)
+		held, _ := g.TryAcquire()
 		out := make(chan result, 8)
 		startWaiters(context.Background(), g, []int{1, 2, 3, 4}, 1, out)
 		// TryAcquire never jumps the queue, even when a slot is free.
@@ -355,7 +391,7 @@ func TestShrinkNeverRevokes(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 3})
 	var ps [3]admit.Permit
 	for i := range ps {
-		ps[i], _ = g.TryAcquire(0)
+		ps[i], _ = g.TryAcquire()
 	}
 	if err := g.SetCapacity(1); err != nil {
 		t.Fatal(err)
@@ -370,11 +406,11 @@ func TestShrinkNeverRevokes(t *testing.T) {
 	}
 	ps[0].Done(admit.OutcomeOK)
 	ps[1].Done(admit.OutcomeOK)
-	if _, err := g.TryAcquire(0); err == nil {
+	if _, err := g.TryAcquire(); err == nil {
 		t.Fatal("admitted while in use (1) >= new capacity (1)")
 	}
 	ps[2].Done(admit.OutcomeOK)
-	p, err := g.TryAcquire(0)
+	p, err := g.TryAcquire()
 	if err != nil {
 		t.Fatalf("not admitted after draining below the new capacity: %v", err)
 	}
@@ -382,7 +418,7 @@ func TestShrinkNeverRevokes(t *testing.T) {
 	if err := g.SetCapacity(0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.TryAcquire(0); reasonOf(t, err) != admit.ReasonFull {
+	if _, err := g.TryAcquire(); reasonOf(t, err) != admit.ReasonFull {
 		t.Errorf("capacity 0 admitted: %v", err)
 	}
 }
@@ -390,14 +426,14 @@ func TestShrinkNeverRevokes(t *testing.T) {
 func TestWeighted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := mustGate(t, admit.Config{Capacity: 4, MaxWaiters: 8, MaxOvertakes: 2, MaxWait: -1})
-		p3, err := g.TryAcquireN(0, 3)
+		p3, err := g.TryAcquireFor(admit.Request{Weight: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.TryAcquireN(0, 2); err == nil {
+		if _, err := g.TryAcquireFor(admit.Request{Weight: 2}); err == nil {
 			t.Fatal("weight 2 admitted with 1 slot free")
 		}
-		if _, err := g.AcquireN(context.Background(), 0, 5); reasonOf(t, err) != admit.ReasonFull {
+		if _, err := g.AcquireFor(context.Background(), admit.Request{Weight: 5}); reasonOf(t, err) != admit.ReasonFull {
 			t.Fatal("weight above capacity was not refused at once")
 		}
 		s := g.Stats()
@@ -450,7 +486,7 @@ func TestWeighted(t *testing.T) {
 func TestStrictFIFOBlocksSmallBehindBig(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := mustGate(t, admit.Config{Capacity: 2, MaxWaiters: 8, MaxOvertakes: -1, MaxWait: -1})
-		p, _ := g.TryAcquire(0)
+		p, _ := g.TryAcquire()
 		out := make(chan result, 4)
 		startWaiters(context.Background(), g, []int{1}, 2, out)
 		startWaiters(context.Background(), g, []int{2}, 1, out)
@@ -471,15 +507,15 @@ func TestStrictFIFOBlocksSmallBehindBig(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 2, MaxWaiters: 2})
-	p, _ := g.TryAcquire(0)
+	p, _ := g.TryAcquire()
 	g.Close()
 	g.Close()
 	if !g.Closed() {
 		t.Fatal("Closed() = false")
 	}
 	for _, acquire := range []func() error{
-		func() error { _, err := g.TryAcquire(0); return err },
-		func() error { _, err := g.Acquire(context.Background(), 0); return err },
+		func() error { _, err := g.TryAcquire(); return err },
+		func() error { _, err := g.Acquire(context.Background()); return err },
 	} {
 		err := acquire()
 		if reasonOf(t, err) != admit.ReasonClosed || !errors.Is(err, admit.ErrClosed) {
@@ -510,54 +546,54 @@ func TestClose(t *testing.T) {
 
 func TestRetryAfterFollowsHoldTimeAndBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 10, MaxRetryAfter: 20 * time.Second})
+		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 10, MaxRetryAfter: 20 * time.Second, SampleEvery: 1})
 		// Teach the gate that work holds its slot for 3s.
-		p, _ := g.TryAcquire(0)
+		p, _ := g.TryAcquire()
 		time.Sleep(3 * time.Second)
 		p.Done(admit.OutcomeOK)
-		held, _ := g.TryAcquire(0)
+		held, _ := g.TryAcquire()
 		defer held.Done(admit.OutcomeOK)
-		_, err := g.TryAcquire(0)
+		_, err := g.TryAcquire()
 		var rej *admit.RejectedError
 		errors.As(err, &rej)
-		if rej.RetryAfter != 3*time.Second || rej.RetryAfterSeconds() != 3 {
-			t.Fatalf("retry after %v, want 3s (one mean hold)", rej.RetryAfter)
+		if rej.RetryAfter() != 3*time.Second || rej.RetryAfterSeconds() != 3 {
+			t.Fatalf("retry after %v, want 3s (one recent hold)", rej.RetryAfter())
 		}
 		// With a backlog the estimate grows, but stays under the cap.
 		ctx, cancel := context.WithCancel(context.Background())
 		out := make(chan result, 10)
 		startWaiters(ctx, g, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 1, out)
-		_, err = g.TryAcquire(0)
+		_, err = g.TryAcquire()
 		errors.As(err, &rej)
-		if rej.RetryAfter != 20*time.Second {
-			t.Errorf("with 10 queued: retry after %v, want the 20s cap", rej.RetryAfter)
+		if rej.RetryAfter() != 20*time.Second {
+			t.Errorf("with 10 queued: retry after %v, want the 20s cap", rej.RetryAfter())
 		}
 		cancel()
 		for range 10 {
 			<-out
 		}
 		ung := mustGate(t, admit.Config{Capacity: 1, NoTiming: true})
-		hp, _ := ung.TryAcquire(0)
+		hp, _ := ung.TryAcquire()
 		defer hp.Done(admit.OutcomeOK)
-		_, err = ung.TryAcquire(0)
+		_, err = ung.TryAcquire()
 		errors.As(err, &rej)
-		if rej.RetryAfter != time.Second {
-			t.Errorf("untimed gate retry after %v, want 1s", rej.RetryAfter)
+		if rej.RetryAfter() != time.Second {
+			t.Errorf("untimed gate retry after %v, want 1s", rej.RetryAfter())
 		}
 	})
 }
 
 func TestRefusalFloodReusesErrors(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 1, NoTiming: true})
-	p, _ := g.TryAcquire(0)
+	p, _ := g.TryAcquire()
 	defer p.Done(admit.OutcomeOK)
-	_, e1 := g.TryAcquire(0)
-	_, e2 := g.TryAcquire(0)
+	_, e1 := g.TryAcquire()
+	_, e2 := g.TryAcquire()
 	if e1 != e2 {
 		t.Error("identical refusals allocated two errors")
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := g.TryAcquire(0); err == nil {
+		if _, err := g.TryAcquire(); err == nil {
 			t.Fatal("admitted")
 		}
 	})
@@ -573,12 +609,12 @@ func TestAdmissionAllocatesNothing(t *testing.T) {
 	g := mustGate(t, admit.Config{Capacity: 4, MaxWaiters: 4})
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
-		p, err := g.Acquire(ctx, 0)
+		p, err := g.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.Done(admit.OutcomeOK)
-		q, err := g.TryAcquire(0)
+		q, err := g.TryAcquire()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,11 +647,11 @@ func TestObserverSeesEveryDecisionAndCompletion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := &recorder{}, &recorder{}
 		g := mustGate(t, admit.Config{Name: "up", Capacity: 1, Kinds: []string{"call"}, Observer: admit.Observers(a, nil, b)})
-		p, _ := g.TryAcquire(0)
+		p, _ := g.TryAcquire()
 		time.Sleep(5 * time.Millisecond)
-		g.TryAcquire(0)
+		g.TryAcquire()
 		p.Done(admit.OutcomeDropped)
-		q, _ := g.TryAcquire(0)
+		q, _ := g.TryAcquire()
 		time.Sleep(7 * time.Millisecond)
 		q.Done(admit.OutcomePanic)
 		for _, r := range []*recorder{a, b} {

@@ -45,12 +45,13 @@ type CompletionEvent struct {
 // histograms should skip events without a sample.
 func (e CompletionEvent) Sample() bool { return e.Outcome != OutcomeDropped && e.Hold > 0 }
 
-// Observers fans events out to several observers, in order. Nil entries
-// are skipped; with nothing left it returns nil, so the gate pays nothing.
+// Observers fans events out to several observers, in order. Nil entries,
+// typed nil pointers included, are skipped; with nothing left it returns
+// nil, so the gate pays nothing.
 func Observers(obs ...Observer) Observer {
 	var list multiObserver
 	for _, o := range obs {
-		if o != nil {
+		if !isNil(o) {
 			list = append(list, o)
 		}
 	}

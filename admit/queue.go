@@ -7,9 +7,10 @@ import (
 
 // waiter states, guarded by Gate.mu.
 const (
-	waiterQueued = iota
-	waiterGranted
-	waiterClosed
+	waiterQueued  = iota
+	waiterGranted // its slots are taken and counted in slowUsed; it still counts as waiting
+	waiterClosed  // the gate closed
+	waiterTooBig  // the capacity shrank below its weight
 )
 
 // A waiter is one caller queued in Acquire. It sits in the gate's
@@ -20,7 +21,7 @@ type waiter struct {
 	kind       Kind
 	state      int           // guarded by Gate.mu
 	overtaken  int           // times a later waiter went first; guarded by Gate.mu
-	ready      chan struct{} // buffered(1): granted or closed
+	ready      chan struct{} // buffered(1): granted, closed or too big
 	prev, next *waiter
 }
 
@@ -28,35 +29,36 @@ type waiter struct {
 // up. The caller has already failed the fast path.
 func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 	g.mu.Lock()
-	// Announce ourselves before the last look at the slots: a release that
-	// misses this announcement happened before it, so take sees its slot.
-	g.nwait.Add(1)
 	if g.closed {
-		g.nwait.Add(-1)
 		g.mu.Unlock()
 		return Permit{}, g.refuse(k, n, ReasonClosed)
 	}
-	if g.head == nil {
-		if used, ok := g.take(n); ok {
-			g.nwait.Add(-1)
-			g.mu.Unlock()
-			return g.admit(k, n, used, 0, false), nil
-		}
-	}
 	if n > g.capacity.Load() {
 		// It could never fit: refuse now rather than block the queue.
-		g.nwait.Add(-1)
 		g.mu.Unlock()
 		return Permit{}, g.refuse(k, n, ReasonFull)
 	}
+	// Announce ourselves before the last look at the slots: a release
+	// that misses this announcement happened before it, so take sees its
+	// slot; one that sees it will grant from the queue after we link.
+	g.queued.Add(1)
+	if g.head == nil {
+		if flags, ok := g.tryTake(k, n); ok {
+			g.queued.Add(-1)
+			g.mu.Unlock()
+			return g.admitted(k, n, flags, 0), nil
+		}
+	}
 	if g.qlen >= g.maxWaiters {
-		g.nwait.Add(-1)
+		g.queued.Add(-1)
 		g.mu.Unlock()
 		return Permit{}, g.refuse(k, n, ReasonQueueFull)
 	}
 	w := &waiter{n: n, kind: k, ready: make(chan struct{}, 1)}
-	g.link(w)
+	g.link(w) // the announcement now counts this waiter
+	g.acct.RLock()
 	g.perKind[k].waiting.Add(1)
+	g.acct.RUnlock()
 	// Free slots held back from a big head waiter may go to us if the
 	// overtaking rule allows it.
 	g.grantLocked()
@@ -78,7 +80,7 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 		reason = ReasonWaitTimeout
 	}
 	waited := time.Since(start)
-	g.waitNanos.Add(int64(waited))
+	g.waitSeconds.Add(waited.Seconds())
 
 	g.mu.Lock()
 	state := w.state
@@ -88,30 +90,46 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 		g.grantLocked()
 	}
 	g.mu.Unlock()
-	g.perKind[k].waiting.Add(-1)
 
+	kc := &g.perKind[k]
 	switch {
 	case state == waiterGranted && reason == ReasonNone:
-		// Take the slot up: it stops being pending and becomes inflight.
-		g.pending.Add(-1)
-		g.nwait.Add(-1)
-		return g.admit(k, n, g.InUse(), waited, true), nil
+		// Take the slot up: the caller stops waiting and is admitted.
+		g.acct.RLock()
+		kc.waiting.Add(-1)
+		kc.admitted.Add(1)
+		g.acct.RUnlock()
+		return g.admitted(k, n, 0, waited), nil
 	case state == waiterGranted:
-		// Granted at the moment we gave up: hand the slot back and on.
-		g.pending.Add(-1)
-		if n > 1 {
-			g.extra.Add(-(n - 1))
+		// Granted at the moment we gave up: hand the slots back and on.
+		g.acct.RLock()
+		g.state.Add(^uint64(n - 1))
+		g.slowUsed.Add(-n)
+		kc.waiting.Add(-1)
+		kc.rejected[reason].Add(1)
+		g.acct.RUnlock()
+		if g.queued.Load() > 0 {
+			g.grant()
 		}
-		g.state.Add(-uint64(n))
-		g.nwait.Add(-1)
-		g.grant()
 	case state == waiterClosed:
 		reason = ReasonClosed
-		g.nwait.Add(-1)
+		g.unwait(kc, reason)
+	case state == waiterTooBig:
+		reason = ReasonFull
+		g.unwait(kc, reason)
 	default:
-		g.nwait.Add(-1)
+		g.unwait(kc, reason)
 	}
-	return Permit{}, g.refuseAfter(k, n, reason, waited)
+	return Permit{}, g.rejection(k, n, reason, waited)
+}
+
+// unwait counts a waiter's refusal: it stops waiting and is rejected, in
+// one step as Stats sees it.
+func (g *Gate) unwait(kc *kindCounters, r Reason) {
+	g.acct.RLock()
+	kc.waiting.Add(-1)
+	kc.rejected[r].Add(1)
+	g.acct.RUnlock()
 }
 
 // grant hands free slots to queued callers.
@@ -121,11 +139,11 @@ func (g *Gate) grant() {
 	g.mu.Unlock()
 }
 
-// grantLocked walks the queue in FIFO order and grants every waiter that
-// fits, letting later waiters overtake one that does not fit at most
-// maxOvertakes times (bounded head-of-line blocking in both directions).
-// Waiters that could never fit at the current capacity are skipped; their
-// own timeout or context removes them.
+// grantLocked walks the queue in arrival order and grants every waiter
+// that fits. When the oldest waiter that does not fit (the blocked one) has
+// been overtaken maxOvertakes times, nobody behind it is granted until it
+// fits: bounded head-of-line blocking in both directions. Every queued
+// waiter fits the capacity (SetCapacity refuses those that no longer do).
 func (g *Gate) grantLocked() {
 	c := g.capacity.Load()
 	var blocked *waiter
@@ -134,20 +152,18 @@ func (g *Gate) grantLocked() {
 		if int64(g.state.Load()&usedMask) >= c {
 			return // nothing left to give
 		}
-		if w.n > c {
-			w = next
-			continue
-		}
 		if blocked != nil && blocked.overtaken >= g.maxOvertakes {
 			return
 		}
-		if used, ok := g.take(w.n); ok {
+		g.acct.RLock()
+		used, ok := g.take(w.n)
+		if ok {
+			g.slowUsed.Add(w.n)
+		}
+		g.acct.RUnlock()
+		if ok {
 			g.unlink(w)
 			w.state = waiterGranted
-			g.pending.Add(1)
-			if w.n > 1 {
-				g.extra.Add(w.n - 1)
-			}
 			if used > g.peak.Load() {
 				g.raisePeak(used)
 			}
@@ -176,6 +192,7 @@ func (g *Gate) link(w *waiter) {
 	g.qlen++
 }
 
+// unlink removes w from the queue; the queued count drops with it.
 func (g *Gate) unlink(w *waiter) {
 	if w.prev != nil {
 		w.prev.next = w.next
@@ -189,4 +206,5 @@ func (g *Gate) unlink(w *waiter) {
 	}
 	w.prev, w.next = nil, nil
 	g.qlen--
+	g.queued.Add(-1)
 }

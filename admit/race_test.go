@@ -20,7 +20,7 @@ func TestGrantRacingCancellationIsHandedOn(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
 			g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 4, MaxWait: -1})
-			held, _ := g.TryAcquire(0)
+			held, _ := g.TryAcquire()
 			ctx, cancel := context.WithCancel(context.Background())
 			out := make(chan result, 2)
 			startWaiters(ctx, g, []int{1}, 1, out)
@@ -42,7 +42,7 @@ func TestGrantRacingCancellationIsHandedOn(t *testing.T) {
 				t.Fatalf("slot lost: %+v", s)
 			}
 			// The slot is really free: a newcomer gets it.
-			p, err := g.TryAcquire(0)
+			p, err := g.TryAcquire()
 			if err != nil {
 				t.Fatalf("slot not usable after the race: %v", err)
 			}
@@ -76,9 +76,9 @@ func TestConcurrentHammer(t *testing.T) {
 				var p admit.Permit
 				var err error
 				if (w+i)%3 == 0 {
-					p, err = g.TryAcquire(admit.Kind(i % 3))
+					p, err = g.TryAcquireFor(admit.Request{Kind: admit.Kind(i % 2)})
 				} else {
-					p, err = g.Acquire(ctx, admit.Kind(i%3))
+					p, err = g.AcquireFor(ctx, admit.Request{Kind: admit.Kind(i % 2)})
 				}
 				if err != nil {
 					continue

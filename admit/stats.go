@@ -26,14 +26,16 @@ func (c OutcomeCounts) Total() uint64 {
 	return t
 }
 
-// Stats is a snapshot of a gate's counters. Counters only grow. When
-// nothing is in motion (no call inside the gate), a snapshot satisfies
+// Stats is a snapshot of a gate's counters, taken atomically: it is the
+// state of the gate at one instant, never half of an operation. So, always
+// (not only when the gate is quiet),
 //
 //	Offered  = Admitted + Rejected.Total() + Waiting
 //	Admitted = Completed.Total() + Inflight
 //
-// and the same per kind. While calls are in flight the fields are read
-// one by one and may disagree by the few operations under way.
+// for the gate and for every kind, and a later snapshot never shows a
+// smaller count than an earlier one: counters are monotonic and never
+// wrap.
 type Stats struct {
 	Gate     string
 	Capacity int64 // configured capacity (also after Close)
@@ -45,17 +47,27 @@ type Stats struct {
 	Completed OutcomeCounts // admitted work that ended, by outcome
 
 	Inflight int64 // admitted and not yet completed (permits)
-	InUse    int64 // slots held (equals Inflight when every weight is 1)
-	Waiting  int64 // in Acquire, not yet decided
+	InUse    int64 // slots held, including slots granted to a waiter not yet awake
+	Waiting  int64 // in Acquire, not yet decided (queued, or granted and not yet awake)
+	Queued   int64 // waiting in the queue, not yet granted
 	// PeakInUse is the most slots ever held at once.
 	PeakInUse int64
 
-	WaitTime time.Duration // total time callers spent queued
-	HoldTime time.Duration // total time permits held their slots (0 with NoTiming)
+	// WaitTime is the total time callers spent queued. HoldTime is the
+	// total hold time of the permits whose hold was measured (HoldSamples
+	// of them; see Config.SampleEvery), so HoldTime/HoldSamples is the mean
+	// hold time. Both are zero-based sums in seconds' precision of a
+	// float64, so they never overflow.
+	WaitTime    time.Duration
+	HoldTime    time.Duration
+	HoldSamples uint64
+	// RecentHold is the moving average of recent hold times that
+	// RetryAfter is computed from (0 before the first sample).
+	RecentHold time.Duration
 
-	Misuse uint64 // Done called on a permit that was already done
+	Misuse uint64 // Done called on a permit that was already done, or an over-release
 
-	Kinds []KindStats // per kind, in the gate's kind order ("other" last)
+	Kinds []KindStats // per kind, in the gate's kind order
 }
 
 // KindStats is the part of a Stats snapshot for one kind.
@@ -69,65 +81,59 @@ type KindStats struct {
 	Waiting   int64
 }
 
-// Stats returns a snapshot of the gate's counters.
+// Stats returns a snapshot of the gate's counters. It briefly blocks the
+// gate's slow paths (queueing, weighted work, kinds after the first,
+// outcomes other than ok) to read them together; the fast path never
+// waits for it.
 func (g *Gate) Stats() Stats {
 	s := Stats{
 		Gate:      g.name,
 		Capacity:  g.setCap.Load(),
 		Closed:    g.Closed(),
-		Waiting:   g.nwait.Load(),
 		PeakInUse: g.peak.Load(),
-		WaitTime:  time.Duration(g.waitNanos.Load()),
-		HoldTime:  time.Duration(g.holdNanos.Load()),
-		Misuse:    g.misuse.Load(),
 		Kinds:     make([]KindStats, len(g.kinds)),
 	}
-	completed := g.completedTotal()
-	s.InUse = g.InUse()
-	s.Inflight = s.InUse - g.extra.Load() - g.pending.Load()
-	s.Admitted = completed + uint64(s.Inflight)
-
-	// Kinds other than 0 are counted directly; kind 0 gets the rest.
-	var otherAdmitted, otherCompleted uint64
-	var otherWaiting int64
+	g.acct.Lock()
+	s.Misuse = g.misuse.Load()
+	word := g.state.Load()
+	folded := g.folded.Load()
+	slowUsed := g.slowUsed.Load()
+	fastFailed := g.fastFailed.Load()
 	for i := range g.kinds {
 		kc := &g.perKind[i]
 		ks := &s.Kinds[i]
-		ks.Kind = g.kinds[i]
+		ks.Admitted = kc.admitted.Load()
+		for o := range ks.Completed {
+			ks.Completed[o] = kc.completed[o].Load()
+		}
 		for r := range ks.Rejected {
 			ks.Rejected[r] = kc.rejected[r].Load()
 		}
-		var nonOK uint64
-		for o := OutcomeOK + 1; o < numOutcomes; o++ {
-			ks.Completed[o] = kc.nonOK[o].Load()
-			nonOK += ks.Completed[o]
-		}
 		ks.Waiting = kc.waiting.Load()
-		var done uint64
-		if i == 0 {
-			continue // filled in below
-		}
-		ks.Admitted = kc.admitted.Load()
-		done = kc.completed.Load()
-		ks.Completed[OutcomeOK] = done - nonOK
-		ks.Inflight = int64(ks.Admitted - done)
-		otherAdmitted += ks.Admitted
-		otherCompleted += done
-		otherWaiting += ks.Waiting
 	}
+	s.Queued = g.queued.Load()
+	g.acct.Unlock()
+
+	// Fast permits: those completed ok are counted in the word (and in
+	// folded), those still held are the slots not held by anything else,
+	// those that ended otherwise are in fastFailed (and in kind 0's
+	// completed counts).
+	s.InUse = int64(word & usedMask)
+	fastOK := word>>usedBits + folded
+	fastHeld := uint64(s.InUse - slowUsed)
 	k0 := &s.Kinds[0]
-	k0.Admitted = s.Admitted - otherAdmitted
-	done0 := completed - otherCompleted
-	var nonOK0 uint64
-	for o := OutcomeOK + 1; o < numOutcomes; o++ {
-		nonOK0 += k0.Completed[o]
-	}
-	k0.Completed[OutcomeOK] = done0 - nonOK0
-	k0.Inflight = int64(k0.Admitted - done0)
+	k0.Admitted += fastOK + fastHeld + fastFailed
+	k0.Completed[OutcomeOK] += fastOK
 
 	for i := range s.Kinds {
 		ks := &s.Kinds[i]
-		ks.Offered = ks.Admitted + ks.Rejected.Total() + uint64(max(ks.Waiting, 0))
+		ks.Kind = g.kinds[i]
+		ks.Inflight = int64(ks.Admitted - ks.Completed.Total())
+		ks.Offered = ks.Admitted + ks.Rejected.Total() + uint64(ks.Waiting)
+		s.Offered += ks.Offered
+		s.Admitted += ks.Admitted
+		s.Inflight += ks.Inflight
+		s.Waiting += ks.Waiting
 		for r := range ks.Rejected {
 			s.Rejected[r] += ks.Rejected[r]
 		}
@@ -135,6 +141,17 @@ func (g *Gate) Stats() Stats {
 			s.Completed[o] += ks.Completed[o]
 		}
 	}
-	s.Offered = s.Admitted + s.Rejected.Total() + uint64(max(s.Waiting, 0))
+	s.WaitTime = seconds(g.waitSeconds.Load())
+	s.HoldTime = seconds(g.holdSeconds.Load())
+	s.HoldSamples = g.holdSamples.Load()
+	s.RecentHold = time.Duration(g.holdEWMA.Load())
 	return s
+}
+
+// seconds converts a float64 sum of seconds to a Duration, saturating.
+func seconds(f float64) time.Duration {
+	if f >= float64(1<<63-1)/float64(time.Second) {
+		return 1<<63 - 1
+	}
+	return time.Duration(f * float64(time.Second))
 }

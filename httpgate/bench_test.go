@@ -32,7 +32,7 @@ func benchServe(b *testing.B, h http.Handler) {
 func BenchmarkGuardAdmitted(b *testing.B) {
 	g, _ := admit.New(admit.Config{Capacity: 1 << 10})
 	mw, _ := httpgate.New(httpgate.Config{})
-	benchServe(b, mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	benchServe(b, mw.Guard(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok"))
 	})))
 }
@@ -40,10 +40,10 @@ func BenchmarkGuardAdmitted(b *testing.B) {
 // BenchmarkGuardRefused: the cost of writing a refusal.
 func BenchmarkGuardRefused(b *testing.B) {
 	g, _ := admit.New(admit.Config{Capacity: 1})
-	held, _ := g.TryAcquire(0)
+	held, _ := g.TryAcquire()
 	defer held.Done(admit.OutcomeOK)
 	mw, _ := httpgate.New(httpgate.Config{})
-	benchServe(b, mw.Guard(g, 0, http.NotFoundHandler()))
+	benchServe(b, mw.Guard(g, http.NotFoundHandler()))
 }
 
 // BenchmarkLazyNoAcquire: the holder's cost on a request that never takes
@@ -57,7 +57,7 @@ func BenchmarkLazyNoAcquire(b *testing.B) {
 
 // BenchmarkWriteRefusal: the refusal writer alone.
 func BenchmarkWriteRefusal(b *testing.B) {
-	err := &admit.RejectedError{Gate: "disk", Reason: admit.ReasonFull}
+	err := admit.NewRejectedError("disk", "default", admit.ReasonFull, 0, 0, 0)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()

@@ -79,9 +79,9 @@ func TestDeadlineHeaderBoundsTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t, admit.Config{Name: "disk", Capacity: 1, MaxWaiters: 8, MaxWait: time.Minute})
 		mw := newMW(t, httpgate.Config{})
-		held, _ := g.TryAcquire(0)
+		held, _ := g.TryAcquire()
 		h := mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := httpgate.Acquire(r.Context(), g, 0); err != nil {
+			if _, err := httpgate.Acquire(r.Context(), g); err != nil {
 				httpgate.Refuse(w, r, err)
 			}
 		}))
@@ -181,7 +181,7 @@ func TestDeadlineEndsHeldWorkAsCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t, admit.Config{Name: "disk", Capacity: 1})
 		mw := newMW(t, httpgate.Config{})
-		h := mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := mw.Guard(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			<-r.Context().Done()
 			if !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 				t.Errorf("ctx err = %v", r.Context().Err())

@@ -23,7 +23,7 @@ func ExampleAcquire() {
 			io.WriteString(w, data) // no slot taken, nothing to release
 			return
 		}
-		if _, err := httpgate.Acquire(r.Context(), disk, 0); err != nil {
+		if _, err := httpgate.Acquire(r.Context(), disk); err != nil {
 			httpgate.Refuse(w, r, err)
 			return
 		}
@@ -31,7 +31,7 @@ func ExampleAcquire() {
 	})))
 	defer srv.Close()
 
-	busy, _ := disk.TryAcquire(0) // someone else is reading
+	busy, _ := disk.TryAcquire() // someone else is reading
 	for _, path := range []string{"/hot", "/cold"} {
 		resp, _ := http.Get(srv.URL + path)
 		body, _ := io.ReadAll(resp.Body)
@@ -49,7 +49,7 @@ func ExampleMiddleware_Guard() {
 	work, _ := admit.New(admit.Config{Name: "work", Capacity: 1})
 	work.Close() // shutting down: everything is refused with reason closed
 	mw, _ := httpgate.New(httpgate.Config{})
-	srv := httptest.NewServer(mw.Guard(work, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(mw.Guard(work, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "done")
 	})))
 	defer srv.Close()

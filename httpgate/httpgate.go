@@ -113,7 +113,7 @@ func New(cfg Config) (*Middleware, error) {
 // request is answered 400 and next does not run.
 func (m *Middleware) Lazy(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.serve(w, r, next, nil, 0)
+		m.serve(w, r, next, nil, admit.Request{})
 	})
 }
 
@@ -160,21 +160,32 @@ func (m *Middleware) withDeadline(w http.ResponseWriter, r *http.Request) (ctx c
 	return ctx, cancel, true
 }
 
-// Guard returns a handler that takes one slot of kind k from g before
-// serving next, for work whose cost is the whole request. A refusal is
-// written with the Middleware's RefusalFunc and next does not run. Like
-// Lazy, it installs a holder, so next may take more slots with Acquire;
-// all are released when next returns.
-func (m *Middleware) Guard(g *admit.Gate, k admit.Kind, next http.Handler) http.Handler {
+// Guard returns a handler that takes one slot from g before serving next,
+// for work whose cost is the whole request. A refusal is written with the
+// Middleware's RefusalFunc and next does not run. Like Lazy, it installs a
+// holder, so next may take more slots with Acquire; all are released when
+// next returns.
+func (m *Middleware) Guard(g *admit.Gate, next http.Handler) http.Handler {
+	return m.GuardFor(g, admit.Request{}, next)
+}
+
+// GuardFor is Guard for work of another kind or weight than one slot of
+// g's first kind: a scan may cost more slots than a point read. It panics
+// if req is invalid for g (a kind g does not have, a weight outside
+// 1..admit.MaxCapacity), since that is a wiring mistake.
+func (m *Middleware) GuardFor(g *admit.Gate, req admit.Request, next http.Handler) http.Handler {
 	if g == nil {
 		panic("httpgate: Guard with a nil gate")
 	}
+	if g.KindName(req.Kind) == "" || req.Weight < 0 || req.Weight > admit.MaxCapacity {
+		panic(fmt.Sprintf("httpgate: GuardFor(%q, %+v): invalid request for this gate", g.Name(), req))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.serve(w, r, next, g, k)
+		m.serve(w, r, next, g, req)
 	})
 }
 
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, g *admit.Gate, k admit.Kind) {
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, g *admit.Gate, req admit.Request) {
 	ctx, cancel, ok := m.withDeadline(w, r)
 	if !ok {
 		return
@@ -191,12 +202,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		h = m.holders.Get().(*holder)
 		e := h.next()
 		var err error
-		if e.p, err = g.Acquire(ctx, k); err != nil {
+		if e.p, err = g.AcquireFor(ctx, req); err != nil {
 			*h = holder{}
 			m.holders.Put(h)
 			m.refusal(w, r, err)
 			return
 		}
+		e.p.Guard(&e.mu)
 		h.mw, h.w.rw = m, w
 	} else {
 		h = &holder{mw: m, w: statusWriter{rw: w}}
@@ -248,8 +260,12 @@ type holder struct {
 
 // An entry is the home of one permit. While filling, an Acquire is under
 // way outside the lock and owns p; finish leaves such an entry to that
-// Acquire, which releases the permit itself if it arrives too late.
+// Acquire, which releases the permit itself if it arrives too late. Once
+// filled, p is guarded by mu (admit.Permit.Guard), so the handler may end
+// it early from any goroutine while finish ends whatever is left: the first
+// Done releases, the other is a counted no-op.
 type entry struct {
+	mu      sync.Mutex
 	p       admit.Permit
 	filling bool
 }
@@ -278,7 +294,7 @@ func (h *holder) each(f func(*entry)) {
 	}
 }
 
-func (h *holder) acquire(ctx context.Context, g *admit.Gate, k admit.Kind) (*admit.Permit, error) {
+func (h *holder) acquire(ctx context.Context, g *admit.Gate, req admit.Request) (*admit.Permit, error) {
 	h.mu.Lock()
 	if h.done {
 		h.mu.Unlock()
@@ -290,7 +306,8 @@ func (h *holder) acquire(ctx context.Context, g *admit.Gate, k admit.Kind) (*adm
 
 	// Wait outside the lock; the entry is ours while filling.
 	var err error
-	e.p, err = g.Acquire(ctx, k)
+	e.p, err = g.AcquireFor(ctx, req)
+	e.p.Guard(&e.mu)
 
 	h.mu.Lock()
 	e.filling = false
@@ -339,21 +356,31 @@ func (h *holder) normalOutcome(ctx context.Context) admit.Outcome {
 	return admit.OutcomeOK
 }
 
-// Acquire takes a slot of kind k from g for the request that ctx belongs
-// to (a request served through Lazy or Guard), waiting in g's queue if it
-// has one, and records it so that it is released when the handler
-// returns. The returned permit may be ended earlier with Done, for a slot
-// needed only for part of the handler; the holder then leaves it alone.
+// Acquire takes a slot from g for the request that ctx belongs to (a
+// request served through Lazy or Guard), waiting in g's queue if it has
+// one, and records it so that it is released when the handler returns.
+//
+// The returned permit is owned by the request's holder, which ends it when
+// the handler returns. The handler may end it earlier with Done, from any
+// goroutine, for a slot needed only for part of the handler: the permit is
+// guarded, so the first Done releases and the holder's later one is a
+// no-op. Keep the pointer; never copy the Permit it points to.
 //
 // On refusal it returns the gate's *admit.RejectedError; answer it with
 // Refuse. It returns ErrNoHolder, taking nothing, when ctx has no holder,
 // and ErrHandlerDone when the handler has already returned.
-func Acquire(ctx context.Context, g *admit.Gate, k admit.Kind) (*admit.Permit, error) {
+func Acquire(ctx context.Context, g *admit.Gate) (*admit.Permit, error) {
+	return AcquireFor(ctx, g, admit.Request{})
+}
+
+// AcquireFor is Acquire for work of another kind or weight than one slot
+// of g's first kind.
+func AcquireFor(ctx context.Context, g *admit.Gate, req admit.Request) (*admit.Permit, error) {
 	h, _ := ctx.Value(holderKey{}).(*holder)
 	if h == nil {
 		return nil, ErrNoHolder
 	}
-	return h.acquire(ctx, g, k)
+	return h.acquire(ctx, g, req)
 }
 
 // SetOutcome records how the request's admitted work ended, overriding

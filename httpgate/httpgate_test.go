@@ -33,7 +33,7 @@ func TestGuardRefusesWhileFullAndReleases(t *testing.T) {
 			mw := newMW(t, httpgate.Config{})
 			entered, release := make(chan struct{}, 2), make(chan struct{})
 			var runs atomic.Int32
-			h := mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := mw.Guard(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				runs.Add(1)
 				if got := httpgate.Held(r.Context()); got != 1 {
 					t.Errorf("Held = %d inside a guarded handler, want 1", got)
@@ -116,7 +116,7 @@ func TestLazyTakesSlotsOnlyAtThePointOfCost(t *testing.T) {
 					fmt.Fprint(w, "cached")
 					return
 				}
-				if _, err := httpgate.Acquire(r.Context(), g, 0); err != nil {
+				if _, err := httpgate.Acquire(r.Context(), g); err != nil {
 					httpgate.Refuse(w, r, err)
 					return
 				}
@@ -128,7 +128,7 @@ func TestLazyTakesSlotsOnlyAtThePointOfCost(t *testing.T) {
 			if resp, body, err := get(t, context.Background(), ts, "/cold"); err != nil || resp.StatusCode != 200 || string(body) != "read from disk" {
 				t.Fatalf("cold with a free slot: %v %v %q", resp, err, body)
 			}
-			held, err := g.TryAcquire(0) // someone else's disk read
+			held, err := g.TryAcquire() // someone else's disk read
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func TestOutcomes(t *testing.T) {
 			g := newGate(t, admit.Config{Name: "work", Capacity: 4})
 			mw := newMW(t, httpgate.Config{})
 			h := mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if _, err := httpgate.Acquire(r.Context(), g, 0); err != nil {
+				if _, err := httpgate.Acquire(r.Context(), g); err != nil {
 					httpgate.Refuse(w, r, err)
 					return
 				}
@@ -194,7 +194,7 @@ func TestEarlyDoneIsNotReleasedAgain(t *testing.T) {
 	g := newGate(t, admit.Config{Name: "disk", Capacity: 2})
 	mw := newMW(t, httpgate.Config{})
 	h := mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := httpgate.Acquire(r.Context(), g, 0)
+		p, err := httpgate.Acquire(r.Context(), g)
 		if err != nil {
 			httpgate.Refuse(w, r, err)
 			return
@@ -227,7 +227,7 @@ func TestSeveralGatesInOneRequest(t *testing.T) {
 	mw := newMW(t, httpgate.Config{})
 	h := mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, g := range gates {
-			if _, err := httpgate.Acquire(r.Context(), g, 0); err != nil {
+			if _, err := httpgate.Acquire(r.Context(), g); err != nil {
 				httpgate.Refuse(w, r, err)
 				return
 			}
@@ -252,7 +252,7 @@ func TestSeveralGatesInOneRequest(t *testing.T) {
 // TestAcquireWithoutHolder takes nothing and says why.
 func TestAcquireWithoutHolder(t *testing.T) {
 	g := newGate(t, admit.Config{Capacity: 1})
-	p, err := httpgate.Acquire(context.Background(), g, 0)
+	p, err := httpgate.Acquire(context.Background(), g)
 	if !errors.Is(err, httpgate.ErrNoHolder) || p != nil {
 		t.Fatalf("Acquire without holder = %v, %v", p, err)
 	}
@@ -271,7 +271,7 @@ func TestAcquireWithoutHolder(t *testing.T) {
 func TestGoroutineOutlivingHandler(t *testing.T) {
 	g := newGate(t, admit.Config{Name: "up", Capacity: 1, MaxWaiters: 4, MaxWait: -1})
 	mw := newMW(t, httpgate.Config{})
-	blocker, err := g.TryAcquire(0)
+	blocker, err := g.TryAcquire()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestGoroutineOutlivingHandler(t *testing.T) {
 	h := mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reqCtx = context.WithoutCancel(r.Context()) // keeps the holder, outlives the request
 		go func() {
-			_, err := httpgate.Acquire(reqCtx, g, 0)
+			_, err := httpgate.Acquire(reqCtx, g)
 			lateErr <- err
 		}()
 		eventually(t, "the goroutine to queue", func() bool { return g.Stats().Waiting == 1 })
@@ -295,7 +295,7 @@ func TestGoroutineOutlivingHandler(t *testing.T) {
 		t.Fatalf("late grant: err = %v, want ErrHandlerDone", err)
 	}
 	go func() {
-		_, err := httpgate.Acquire(reqCtx, g, 0)
+		_, err := httpgate.Acquire(reqCtx, g)
 		afterErr <- err
 	}()
 	if err := <-afterErr; !errors.Is(err, httpgate.ErrHandlerDone) {
@@ -317,17 +317,17 @@ func TestCustomRefusalWriter(t *testing.T) {
 		var re *admit.RejectedError
 		if errors.As(err, &re) {
 			mu.Lock()
-			seen = append(seen, re.Reason)
+			seen = append(seen, re.Reason())
 			mu.Unlock()
 		}
 		w.WriteHeader(http.StatusTeapot)
 	}})
 	mux := http.NewServeMux()
-	mux.Handle("/guard", mw.Guard(g, 0, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	mux.Handle("/guard", mw.Guard(g, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		t.Error("guarded handler ran on a closed gate")
 	})))
 	mux.Handle("/lazy", mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := httpgate.Acquire(r.Context(), g, 0); err != nil {
+		if _, err := httpgate.Acquire(r.Context(), g); err != nil {
 			httpgate.Refuse(w, r, err)
 		}
 	})))
@@ -351,10 +351,10 @@ func TestRefusalDoesNotReadTheBody(t *testing.T) {
 	for _, proto := range protos {
 		t.Run(proto, func(t *testing.T) {
 			g := newGate(t, admit.Config{Name: "work", Capacity: 1})
-			held, _ := g.TryAcquire(0)
+			held, _ := g.TryAcquire()
 			defer held.Done(admit.OutcomeOK)
 			mw := newMW(t, httpgate.Config{})
-			ts := serve(t, proto, mw.Guard(g, 0, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			ts := serve(t, proto, mw.Guard(g, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 				t.Error("handler ran")
 			})))
 			pr, pw := io.Pipe()
@@ -386,5 +386,5 @@ func TestGuardNilGatePanics(t *testing.T) {
 			t.Error("Guard(nil) did not panic")
 		}
 	}()
-	newMW(t, httpgate.Config{}).Guard(nil, 0, http.NotFoundHandler())
+	newMW(t, httpgate.Config{}).Guard(nil, http.NotFoundHandler())
 }

@@ -23,7 +23,7 @@ func TestPanicReleasesSlotAndReachesNetHTTP(t *testing.T) {
 				mw := newMW(t, httpgate.Config{})
 				boom := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if mode == "lazy" {
-						if _, err := httpgate.Acquire(r.Context(), g, 0); err != nil {
+						if _, err := httpgate.Acquire(r.Context(), g); err != nil {
 							httpgate.Refuse(w, r, err)
 							return
 						}
@@ -32,7 +32,7 @@ func TestPanicReleasesSlotAndReachesNetHTTP(t *testing.T) {
 				})
 				h := mw.Lazy(boom)
 				if mode == "guard" {
-					h = mw.Guard(g, 0, boom)
+					h = mw.Guard(g, boom)
 				}
 				ts := serve(t, proto, h)
 				for i := range 2 { // a leaked slot would make the second one a 503
@@ -55,7 +55,7 @@ func TestPanicReleasesSlotAndReachesNetHTTP(t *testing.T) {
 func TestAbortHandlerWithSetOutcome(t *testing.T) {
 	g := newGate(t, admit.Config{Name: "proxy", Capacity: 1})
 	mw := newMW(t, httpgate.Config{})
-	ts := serve(t, "http1", mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ts := serve(t, "http1", mw.Guard(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpgate.SetOutcome(r.Context(), admit.OutcomeCanceled)
 		panic(http.ErrAbortHandler)
 	})))
@@ -76,7 +76,7 @@ func TestClientGoneWhileHolding(t *testing.T) {
 			g := newGate(t, admit.Config{Name: "work", Capacity: 1})
 			mw := newMW(t, httpgate.Config{})
 			entered := make(chan struct{})
-			ts := serve(t, proto, mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ts := serve(t, proto, mw.Guard(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				close(entered)
 				<-r.Context().Done() // the work notices the client is gone
 			})))
@@ -106,10 +106,10 @@ func TestThousandDisconnectsWhileQueued(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			g := newGate(t, admit.Config{Name: "work", Capacity: 1, MaxWaiters: n, MaxWait: -1})
 			mw := newMW(t, httpgate.Config{})
-			ts := serve(t, proto, mw.Guard(g, 0, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			ts := serve(t, proto, mw.Guard(g, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 				t.Error("a queued request was admitted")
 			})))
-			held, err := g.TryAcquire(0)
+			held, err := g.TryAcquire()
 			if err != nil {
 				t.Fatal(err)
 			}

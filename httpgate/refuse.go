@@ -38,7 +38,7 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 		return
 	}
 	code := CodeBusy
-	if re.Reason == admit.ReasonRate {
+	if re.Reason() == admit.ReasonRate {
 		code = CodeRateLimited
 	}
 	h := w.Header()
@@ -48,18 +48,18 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 	vals := out.vals[:]
 	vals[0] = strconv.Itoa(re.RetryAfterSeconds())
 	h["Retry-After"] = vals[0:1:1]
-	if re.Reason == admit.ReasonClosed {
+	if re.Reason() == admit.ReasonClosed {
 		vals[1] = "close"
 		h["Connection"] = vals[1:2:2]
 	}
 	b := append(out.body[:0], `{"error":"`...)
 	b = append(b, code...)
 	b = append(b, `","gate":`...)
-	b = strconv.AppendQuote(b, re.Gate)
+	b = strconv.AppendQuote(b, re.Gate())
 	b = append(b, `,"reason":"`...)
-	b = append(b, re.Reason.String()...)
+	b = append(b, re.Reason().String()...)
 	b = append(b, "\"}\n"...)
-	writeJSONVals(w, Status(re.Reason), b, vals[2:])
+	writeJSONVals(w, Status(re.Reason()), b, vals[2:])
 }
 
 // refusalStorage is the backing store of one refusal's header values and

@@ -36,7 +36,7 @@ func TestWriteRefusal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.reason.String(), func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			err := error(&admit.RejectedError{Gate: "disk", Kind: "read", Reason: tt.reason, RetryAfter: tt.retry})
+			err := error(admit.NewRejectedError("disk", "read", tt.reason, 0, 0, tt.retry))
 			httpgate.WriteRefusal(rec, httptest.NewRequest("GET", "/", nil), err)
 			if rec.Code != tt.wantStatus || rec.Code != httpgate.Status(tt.reason) {
 				t.Errorf("status %d, want %d", rec.Code, tt.wantStatus)
@@ -76,7 +76,7 @@ func TestWriteRefusalOtherErrors(t *testing.T) {
 // TestRefuseOutsideMiddleware falls back to WriteRefusal.
 func TestRefuseOutsideMiddleware(t *testing.T) {
 	rec := httptest.NewRecorder()
-	httpgate.Refuse(rec, httptest.NewRequest("GET", "/", nil), &admit.RejectedError{Gate: "g", Reason: admit.ReasonFull})
+	httpgate.Refuse(rec, httptest.NewRequest("GET", "/", nil), admit.NewRejectedError("g", "default", admit.ReasonFull, 0, 0, 0))
 	if rec.Code != 503 {
 		t.Errorf("status %d", rec.Code)
 	}

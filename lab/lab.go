@@ -99,7 +99,7 @@ func New(cfg Config) (*Lab, error) {
 		closed:    make(chan struct{}),
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /work", mw.Guard(g, g.Kind("work"), http.HandlerFunc(l.work)))
+	mux.Handle("GET /work", mw.Guard(g, http.HandlerFunc(l.work)))
 	mux.HandleFunc("POST /release", l.release)
 	mux.HandleFunc("GET /state", l.state)
 	l.handler = mux
@@ -180,7 +180,7 @@ func (l *Lab) state(w http.ResponseWriter, r *http.Request) {
 // adds Connection: close).
 func writeBusy(w http.ResponseWriter, _ *http.Request, err error) {
 	var re *admit.RejectedError
-	if errors.As(err, &re) && re.Reason == admit.ReasonClosed {
+	if errors.As(err, &re) && re.Reason() == admit.ReasonClosed {
 		w.Header().Set("Connection", "close")
 	}
 	w.Header().Set("Retry-After", "1")

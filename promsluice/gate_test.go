@@ -21,26 +21,24 @@ func TestGateMetricsExportsCountersAndHistograms(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 
-	p, err := g.TryAcquire(g.Kind("read"))
+	p, err := g.TryAcquire()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.TryAcquire(g.Kind("read")); err == nil {
+	if _, err := g.TryAcquire(); err == nil {
 		t.Fatal("second TryAcquire on a 1-slot gate was admitted")
 	}
 	p.Done(admit.OutcomeError)
-	q, _ := g.TryAcquire(g.Kind("no-such-kind"))
+	q, _ := g.TryAcquire()
 	q.Done(admit.OutcomeOK)
 
 	want := `
 # HELP sluice_admission_offered_total Attempts that reached the gate.
 # TYPE sluice_admission_offered_total counter
-sluice_admission_offered_total{gate="disk",kind="other"} 1
-sluice_admission_offered_total{gate="disk",kind="read"} 2
+sluice_admission_offered_total{gate="disk",kind="read"} 3
 # HELP sluice_admission_admitted_total Attempts that got a slot.
 # TYPE sluice_admission_admitted_total counter
-sluice_admission_admitted_total{gate="disk",kind="other"} 1
-sluice_admission_admitted_total{gate="disk",kind="read"} 1
+sluice_admission_admitted_total{gate="disk",kind="read"} 2
 # HELP sluice_admission_inflight Admitted work not yet completed.
 # TYPE sluice_admission_inflight gauge
 sluice_admission_inflight{gate="disk"} 0
@@ -59,8 +57,8 @@ sluice_admission_inflight{gate="disk"} 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 { // one series per kind that completed with a sample
-		t.Errorf("hold histogram series = %d, want 2", n)
+	if n != 1 { // one series per kind that completed with a sample
+		t.Errorf("hold histogram series = %d, want 1", n)
 	}
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {

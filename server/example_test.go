@@ -24,7 +24,7 @@ func Example() {
 	defer cancel()
 	srv, err := server.Listen(ctx, server.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", // real servers use fixed ports
-		Handler: mw.Guard(work, 0, hello), Gates: []*admit.Gate{work}, GateMetrics: gm,
+		Handler: mw.Guard(work, hello), Gates: []*admit.Gate{work}, GateMetrics: gm,
 	})
 	if err != nil {
 		fmt.Println(err)

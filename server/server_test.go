@@ -59,7 +59,7 @@ func start(t *testing.T, gateCfg admit.Config, mutate func(*server.Config)) *fix
 	f := &fixture{gate: g, entered: make(chan struct{}, 100), finish: make(chan struct{}), served: make(chan error, 1), logs: &syncBuffer{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/cheap", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "cheap") })
-	mux.Handle("/work", mw.Guard(g, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/work", mw.Guard(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.entered <- struct{}{}
 		select {
 		case <-f.finish:

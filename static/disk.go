@@ -93,7 +93,7 @@ func (d *diskResponse) load() bool {
 			kind = d.h.kindStream
 		}
 		var err error
-		if d.slot.p, err = d.h.gate.Acquire(d.r.Context(), kind); err != nil {
+		if d.slot.p, err = d.h.gate.AcquireFor(d.r.Context(), admit.Request{Kind: kind}); err != nil {
 			d.abort()
 			httpgate.WriteRefusal(d.ResponseWriter, d.r, err)
 			return false

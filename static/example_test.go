@@ -39,7 +39,7 @@ func ExampleNew() {
 	}
 
 	get("/hot.txt") // read from disk once (one slot, released), now cached
-	p, _ := h.Gate().TryAcquire(h.Gate().Kind("read"))
+	p, _ := h.Gate().TryAcquireFor(admit.Request{Kind: h.Gate().Kind("read")})
 	get("/hot.txt")  // a hit: no slot needed
 	get("/cold.txt") // needs the slot that is held
 	p.Done(admit.OutcomeOK)

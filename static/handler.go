@@ -98,11 +98,15 @@ func New(cfg Config) (*Handler, error) {
 		h.revalidate = DefaultRevalidate
 	}
 
+	maxWait := cfg.MaxWait
+	if cfg.Queue == 0 {
+		maxWait = 0 // documented as ignored without a queue
+	}
 	gate, err := admit.New(admit.Config{
 		Name:       GateName,
 		Capacity:   cfg.WorkLimit,
 		MaxWaiters: cfg.Queue,
-		MaxWait:    cfg.MaxWait,
+		MaxWait:    maxWait,
 		Kinds:      []string{KindRead, KindStream},
 		Observer:   cfg.Observer,
 	})
@@ -178,7 +182,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// looked up, so cache hits queue behind (or are refused by) disk work.
 		var s slot
 		var err error
-		if s.p, err = h.gate.Acquire(r.Context(), h.kindRead); err != nil {
+		if s.p, err = h.gate.AcquireFor(r.Context(), admit.Request{Kind: h.kindRead}); err != nil {
 			httpgate.WriteRefusal(w, r, err)
 			return
 		}

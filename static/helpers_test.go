@@ -177,7 +177,7 @@ func holdSlots(t *testing.T, g *admit.Gate) func() {
 	t.Helper()
 	var permits []*admit.Permit
 	for range g.Capacity() {
-		p, err := g.TryAcquire(g.Kind("test"))
+		p, err := g.TryAcquire()
 		if err != nil {
 			t.Fatalf("holding a slot: %v", err)
 		}

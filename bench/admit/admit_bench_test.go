@@ -31,7 +31,7 @@ func BenchmarkSerial(b *testing.B) {
 		g := newGate(b, admit.Config{Capacity: slots})
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.TryAcquire(0)
+			p, err := g.TryAcquire()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -42,7 +42,7 @@ func BenchmarkSerial(b *testing.B) {
 		g := newGate(b, admit.Config{Capacity: slots, NoTiming: true})
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.TryAcquire(0)
+			p, err := g.TryAcquire()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func BenchmarkSerial(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := g.Acquire(ctx, 0)
+			p, err := g.Acquire(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -63,11 +63,11 @@ func BenchmarkSerial(b *testing.B) {
 	})
 	b.Run("sluice/reject", func(b *testing.B) {
 		g := newGate(b, admit.Config{Capacity: 1, NoTiming: true})
-		held, _ := g.TryAcquire(0)
+		held, _ := g.TryAcquire()
 		defer held.Done(admit.OutcomeOK)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := g.TryAcquire(0); err == nil {
+			if _, err := g.TryAcquire(); err == nil {
 				b.Fatal("admitted past capacity")
 			}
 		}
@@ -128,7 +128,7 @@ func BenchmarkParallel(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				p, err := g.TryAcquire(0)
+				p, err := g.TryAcquire()
 				if err != nil {
 					b.Error(err)
 					return
@@ -142,7 +142,7 @@ func BenchmarkParallel(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				p, err := g.TryAcquire(0)
+				p, err := g.TryAcquire()
 				if err != nil {
 					b.Error(err)
 					return
@@ -153,12 +153,12 @@ func BenchmarkParallel(b *testing.B) {
 	})
 	b.Run("sluice/reject", func(b *testing.B) {
 		g := newGate(b, admit.Config{Capacity: 1, NoTiming: true})
-		held, _ := g.TryAcquire(0)
+		held, _ := g.TryAcquire()
 		defer held.Done(admit.OutcomeOK)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := g.TryAcquire(0); err == nil {
+				if _, err := g.TryAcquire(); err == nil {
 					b.Error("admitted past capacity")
 					return
 				}

@@ -48,7 +48,7 @@ func run(addr, adminAddr string) error {
 	if err != nil {
 		return err
 	}
-	held, err := full.TryAcquire(0) // the gate stays full for the whole run
+	held, err := full.TryAcquire() // the gate stays full for the whole run
 	if err != nil {
 		return err
 	}
@@ -63,11 +63,11 @@ func run(addr, adminAddr string) error {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /ok", ok)
-	mux.Handle("GET /gated", mw.Guard(roomy, 0, ok))
-	mux.Handle("GET /refuse", mw.Guard(full, 0, ok))
+	mux.Handle("GET /gated", mw.Guard(roomy, ok))
+	mux.Handle("GET /refuse", mw.Guard(full, ok))
 	// The refusal's bytes without the gate or the middleware: what the
 	// answer itself costs, to tell it from what deciding costs.
-	canned := &admit.RejectedError{Gate: "full", Reason: admit.ReasonFull}
+	canned := admit.NewRejectedError("full", "default", admit.ReasonFull, 0, 0, 0)
 	mux.HandleFunc("GET /canned", func(w http.ResponseWriter, r *http.Request) { httpgate.WriteRefusal(w, r, canned) })
 	srv, err := server.Listen(ctx, server.Config{
 		Addr: addr, AdminAddr: adminAddr, Handler: mux,
