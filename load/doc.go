@@ -25,14 +25,18 @@
 //
 // # Parts
 //
+//   - Config (config.go): one step's settings, their defaults and bounds;
+//     the engine (engine.go) runs a step's windows, tally.go holds a
+//     window's striped counters while it runs.
 //   - Shape (shape.go): arrival i is due at At(i), the time at which the
 //     integral of the rate reaches i.
-//   - The pacer (engine.go, pace): sleeps to each due time (a Go timer for
-//     the long part, nanosleep for the last 2 ms, since Go timers below a
-//     millisecond wake up to a millisecond late on Linux), hands every due
+//   - The pacer (pacer.go): sleeps to each due time (for sparse timetables
+//     a Go timer, then nanosleep for the last 2 ms, since Go timers below a
+//     millisecond wake up to a millisecond late on Linux; for dense ones a
+//     Go timer alone, which batches arrivals and costs far less), hands every due
 //     arrival to the queue without blocking, and records its own lag
 //     (hand-off − due) in the window's schedule-lag histogram.
-//   - Workers (engine.go, worker): each owns prepared requests and a body
+//   - Workers (worker.go): each owns prepared requests and a body
 //     buffer and records four timestamps per request — scheduled, sent,
 //     first byte, done — into one of a few lock-striped tallies of the
 //     window. For plain http:// targets a worker speaks HTTP/1.1 itself
