@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/load"
 )
 
-// defaultLadder is the cliff test's ladder of concurrencies (seed 000).
+// defaultLadder is the cliff test's ladder of concurrencies: a gate that
+// counts requests instead of the scarce resource refuses past 16.
 const defaultLadder = "16,24,32,48,64,100,200"
 
 // runSweep runs a ladder of concurrencies (closed loop) or rates (open loop),
