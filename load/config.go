@@ -82,6 +82,8 @@ type Config struct {
 	// coarseSleep makes the pacer use Go timers only (tests under
 	// testing/synctest, where time is virtual).
 	coarseSleep bool
+	// fineSleep, when set, replaces the pacer's nanosleep (tests count it).
+	fineSleep func(time.Duration)
 }
 
 // Progress is the live view of the running window.

@@ -32,8 +32,12 @@ func (e *engine) sleepUntil(ctx context.Context, due time.Duration, timer *time.
 			return ctx.Err() == nil
 		}
 		if sparse && !e.cfg.coarseSleep {
-			if d < fineSleep {
-				preciseSleep(d)
+			if d <= fineSleep { // <=: a zero timer would spin until the clock moves
+				if e.cfg.fineSleep != nil {
+					e.cfg.fineSleep(d)
+				} else {
+					preciseSleep(d)
+				}
 				continue
 			}
 			d -= fineSleep

@@ -230,3 +230,31 @@ func TestSynctestWindowsDrainBetween(t *testing.T) {
 		}
 	})
 }
+
+// TestSynctestPacerSleepsByDensity: a sparse timetable gets the precise
+// nanosleep for each arrival's last stretch; a dense one never does (a
+// nanosleep per arrival was most of the driver's CPU at 5,000 req/s) and
+// still keeps the timetable exactly in virtual time.
+func TestSynctestPacerSleepsByDensity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, c := range []struct {
+			rate      float64
+			wantFine  bool
+			scheduled int64
+		}{{100, true, 100}, {5000, false, 5000}} {
+			fs := &fakeServer{busy: make(chan struct{}, 64), start: time.Now()}
+			fine := 0
+			st, _ := runOne(t, context.Background(), Config{
+				Targets: []Target{{URL: "http://fake/"}}, Shape: mustShape(t, c.rate, time.Second), Workers: 8, QueueDepth: 10000, Transport: fs,
+				fineSleep: func(d time.Duration) { fine++; time.Sleep(d) },
+			})
+			w := st.Windows[0]
+			if w.Counts.Scheduled != c.scheduled || w.Counts.OK != c.scheduled || w.Driver.ScheduleLag.Max > 0.001 {
+				t.Errorf("rate %v: %+v, lag max %v ms", c.rate, w.Counts, w.Driver.ScheduleLag.Max)
+			}
+			if (fine > 0) != c.wantFine || (c.wantFine && fine < 90) {
+				t.Errorf("rate %v: %d fine sleeps; want them only for a sparse timetable", c.rate, fine)
+			}
+		}
+	})
+}
