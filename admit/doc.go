@@ -1,6 +1,30 @@
 // Package admit is sluice's slot model: a Gate guards one scarce resource
-// with a fixed (adjustable) number of slots, and a Permit is the proof that
-// a slot is held.
+// with an adjustable number of slots, and a Permit is the proof that a slot
+// is held.
+//
+// # Usage
+//
+//	db, err := admit.New(admit.Config{
+//		Name:       "db",
+//		Capacity:   8,                      // 8 queries at once
+//		MaxWaiters: 16,                     // 16 more may wait...
+//		MaxWait:    100 * time.Millisecond, // ...for 100ms at most
+//	})
+//
+//	// in the handler, after the cache lookup missed:
+//	p, err := db.Acquire(ctx)
+//	if err != nil {
+//		return err // a *admit.RejectedError: 503, Retry-After: rej.RetryAfterSeconds()
+//	}
+//	rows, err := query(ctx)
+//	p.Done(admit.OutcomeFor(err))
+//
+// TryAcquire never waits. Acquire waits in the gate's bounded queue when it
+// has one. Both use the gate's first kind and one slot; TryAcquireFor and
+// AcquireFor take a Request for other kinds (counted apart) and weights
+// (work that costs several slots). Package httpgate does the same around
+// net/http handlers, and package promsluice exports a gate's Stats to
+// Prometheus.
 //
 // # Where to put a gate
 //
@@ -20,78 +44,104 @@
 //
 //   - Gate: named, with a capacity in slots that SetCapacity may change at
 //     run time (adaptive limits plug in there). Shrinking never revokes
-//     held permits; it only stops admissions until enough are done.
-//   - TryAcquire: a slot now, or a *RejectedError now. Never waits.
-//   - Acquire(ctx): may wait in a bounded FIFO queue (Config.MaxWaiters,
-//     Config.MaxWait). A waiter whose context ends or whose wait times out
-//     leaves the queue at once and is refused with the matching reason; a
-//     slot granted at the moment a waiter gives up is handed on, never lost.
-//   - Weighted work (AcquireN, TryAcquireN) takes n slots. A big waiter at
-//     the head that does not fit may be overtaken by smaller ones behind it,
-//     at most Config.MaxOvertakes times; then freed slots are held back for
-//     it. Neither small nor big work starves. Work bigger than the capacity
-//     is refused at once instead of blocking the queue.
-//   - Permit.Done(outcome) releases exactly once. A second Done is a counted
-//     no-op (Stats.Misuse). OutcomeDropped ends work that produced no
-//     meaningful latency sample; observers skip its hold time.
+//     held permits; it stops admissions until enough are done, and refuses
+//     at once the queued callers whose weight no longer fits.
+//   - Permit.Done(outcome) releases exactly once. A second Done on the
+//     same Permit is a counted no-op (Stats.Misuse). Pass a *Permit, never
+//     a copy: see Permit for what a copy does. OutcomeFor maps an error to
+//     an outcome; OutcomeDropped ends work that produced no meaningful
+//     latency sample.
 //   - RejectedError: gate, kind, reason, inflight and capacity at refusal,
 //     and a suggested RetryAfter. errors.Is(err, ErrRejected) holds for all
 //     refusals; errors.Is(err, ErrClosed) only for shutdown, so shutdown is
-//     told apart from overload.
-//   - Kinds: a gate is told its bounded set of kinds up front; unknown kinds
-//     are counted as "other", never as a new label.
-//   - Stats: a snapshot of every counter; Observer: a hook per decision and
-//     per completion (package promsluice turns both into metrics).
+//     told apart from overload; refusals caused by the caller's context
+//     match context.Canceled or context.DeadlineExceeded.
+//   - Kinds: a gate is told its bounded set of kinds up front. Kind(name)
+//     panics on a name the gate does not have (a typo fails the first test
+//     that runs it); LookupKind reports instead, for names from input.
+//   - Stats: an atomic snapshot of every counter; Observer: a hook per
+//     decision and per completion.
+//
+// Requests a gate cannot even consider (a weight outside 1..MaxCapacity, a
+// Kind handle it does not have) return ErrInvalidRequest and touch
+// nothing. Work heavier than the current capacity is refused at once
+// (ReasonFull) rather than queued, since it could never fit.
+//
+// # Fairness
+//
+// Exactly what the gate promises about order:
+//
+//   - A caller that does not queue (TryAcquire, or Acquire finding the
+//     queue empty) is admitted only if its slots are free and nobody is
+//     queued at that instant. It never takes slots ahead of a queued waiter.
+//   - Queued waiters are granted in arrival order, with one exception for
+//     weighted work: when the oldest waiter that does not fit is blocked,
+//     later waiters that do fit may go first, but only MaxOvertakes times
+//     in all; after that, nobody behind it is granted until it fits, so
+//     neither small nor big work starves. With MaxOvertakes negative the
+//     order is strict.
+//   - A waiter leaves the queue, refused, when its MaxWait passes, its
+//     context ends, the gate closes, or a shrink leaves it unable to fit.
+//     A slot granted at the very moment a waiter gives up is handed back
+//     and on to the next waiter, never lost.
 //
 // # Invariants
 //
-// For every gate, and for every kind of a gate, a snapshot taken while no
-// call is inside the gate satisfies
+// For every gate, and for every kind of a gate, every snapshot satisfies
 //
 //	offered  = admitted + rejected + waiting
 //	admitted = completed + inflight
 //
-// a permit releases its slots exactly once, a second release never frees a
-// slot someone else holds, and once all work has ended inflight = 0 and
-// waiting = 0. The tests check these against an independent model under
-// random interleavings, and a mutant check proves the tests notice when any
-// of them is broken.
+// Every counter is monotonic and never wraps. A permit releases its slots
+// exactly once; a second Done on it frees nothing; a release of more slots
+// than are in use (a copied Permit ended twice) panics with
+// ErrOverRelease instead of corrupting the count; and once all work has
+// ended inflight = 0 and waiting = 0.
+//
+// How that is checked: a linearizability check (porcupine) runs gates from
+// several goroutines at once and verifies that every history, Stats
+// snapshots included, is explained by a sequential model; a stress test
+// samples Stats while the gate is hammered and fails on any counter that
+// goes backwards; a property test predicts, step by step, which waiters are
+// granted or refused; and named mutants prove each of these tests fails
+// when the rule it guards is broken.
+//
+// # RetryAfter
+//
+// A gate's refusal suggests when to try again: the backlog ahead of the
+// caller (the queue, plus itself) times the recent hold time, spread over
+// the slots, rounded up to whole seconds and kept within [1s,
+// Config.MaxRetryAfter]. "Recent" is an exponentially weighted average of
+// sampled hold times that gives each new sample a weight of 1/8, so a
+// slowdown shows within a few dozen completions however long the gate has
+// run; dropped work does not feed it. Without timing it is one second.
 //
 // # Cost, and how the counting is laid out
 //
-// Admission and release are one atomic read-modify-write each. The slots
-// in use (low 20 bits) and the completion count (high 44 bits, with a wrap
-// counter) share one 64-bit word, so Done frees the slot and counts the
-// completion in a single add. Admitted and offered are not counted
-// separately: they follow from the invariants (admitted = completed +
-// inflight, offered = admitted + rejected + waiting), which is why the
-// invariants hold by construction inside the gate and the tests check the
-// gate against a model instead. Per-kind counts are kept for every kind but
-// the first, whose counts are the gate's totals minus the others', so a
-// one-kind gate pays nothing for kinds. Refusals reuse an identical, immutable
-// *RejectedError instead of allocating one, so a refusal flood allocates
-// nothing. A Permit is four words at most (its weight, kind and done flag
-// share one), so it is returned in registers. Hold time costs two clock
-// reads per permit; Config.NoTiming
-// turns them off for gates whose work is shorter than a clock read is
-// worth. The queue is a mutex-guarded intrusive list touched only when the
-// gate is full: the fast path never takes the lock.
+// The common case, one slot of the first kind on a gate with no one
+// queued, is one compare-and-swap to admit and one to release. A 64-bit
+// state word holds the slots in use, a flag for "someone is queued", the
+// ok completions of such fast permits, and a generation that SetCapacity
+// and Close bump: an admission decided on a stale capacity or queue state
+// fails its CAS and looks again.
 //
-// Lock order: Gate.mu is a leaf; observers are never called with it held.
+// Everything else (another kind, several slots, queueing, an outcome other
+// than ok, refusals) updates plain per-kind counters in a group that holds
+// a read lock; Stats takes that lock exclusively, so a snapshot never sees
+// half of a step and the fast path never waits for Stats. The counts of
+// fast permits are read off the state word in the same snapshot: admitted
+// = completed ok + still held + ended otherwise. This layout is checked by
+// the linearizability test above; its cost against x/sync/semaphore and
+// failsafe-go's bulkhead is in docs/benchmarks.md.
 //
-// # Usage
+// Hold time costs two monotonic clock reads per timed permit. By default a
+// gate times one permit in eight (every permit when it has an Observer, as
+// histograms and adaptive limits want every sample); the mean, and so
+// RetryAfter, stays unbiased, and Stats.HoldSamples says how many were
+// timed. Config.NoTiming turns timing off. Refusals reuse an identical,
+// immutable *RejectedError instead of allocating one, so a refusal flood
+// allocates nothing. A Permit is four words, returned in registers.
 //
-//	disk, err := admit.New(admit.Config{Name: "disk", Capacity: 16, Kinds: []string{"read", "stream"}})
-//	...
-//	read := disk.Kind("read")
-//
-//	// in the handler, after the cache lookup missed:
-//	p, err := disk.TryAcquire(read)
-//	if err != nil {
-//		var rej *admit.RejectedError
-//		errors.As(err, &rej) // 503, Retry-After: rej.RetryAfterSeconds()
-//		return err
-//	}
-//	defer p.Done(admit.OutcomeOK)
-//	data, err := os.ReadFile(name)
+// Lock order: Gate.mu (the queue), then the counting lock; the counting
+// lock is a leaf, and observers are never called with either held.
 package admit

@@ -28,16 +28,31 @@ const MaxCapacity = 1<<20 - 1
 // small, fixed set.
 const MaxKinds = 64
 
-// The state word holds the slots in use (low usedBits) and the count of
-// fast completions (the rest; see Gate). usedBits is one bit wider than
-// MaxCapacity needs, so a release of more than is held could be told from
-// a legal value even if it were not checked first (it is).
+// The state word, from the low bits up:
+//
+//	bits  0-20  slots in use (one bit wider than MaxCapacity needs)
+//	bit   21    someone is queued (set and cleared under Gate.mu)
+//	bits 22-52  completions with outcome ok of fast permits, mod 2^31
+//	bits 53-63  generation: bumped by SetCapacity and Close
+//
+// An admission is one CAS on this word, so the slots, the queue flag and
+// the capacity (through its generation) it decided on are still what they
+// were when the CAS lands: no admission can slip in after a Close or a
+// shrink returned, or ahead of a waiter that queued first. The fast
+// completions move to Gate.folded long before their field could overflow.
 const (
 	usedBits    = 21
 	usedMask    = 1<<usedBits - 1
-	doneOne     = 1 << usedBits
-	defaultFold = 1 << 41 // fast completions kept in the word before they move to Gate.folded
+	queuedBit   = 1 << usedBits
+	doneShift   = usedBits + 1
+	doneBits    = 31
+	doneMask    = 1<<doneBits - 1
+	doneOne     = 1 << doneShift
+	genOne      = 1 << (doneShift + doneBits)
+	defaultFold = 1 << (doneBits - 2) // fast completions kept in the word before they move to Gate.folded
 )
+
+func doneField(s uint64) uint64 { return s >> doneShift & doneMask }
 
 // Config configures a Gate. The zero Config is valid: a gate named
 // "default" with 16 slots, no wait queue, one kind ("default"), and hold
@@ -145,7 +160,9 @@ type Gate struct {
 	// Read on every admission, written rarely.
 	capacity   atomic.Int64 // slots; -1 once closed
 	queued     atomic.Int64 // callers in the queue, plus one deciding under mu whether to queue
+	fastLimit  atomic.Int64 // min(capacity, peak) on bare gates, else -1: see TryAcquire
 	timed      bool
+	bare       bool   // !timed && obs == nil: a fast admission is the CAS alone
 	sampleMask uint32 // a permit is timed when rand&sampleMask == 0
 	obs        Observer
 	_          [64]byte
@@ -160,6 +177,7 @@ type Gate struct {
 	slowUsed   atomic.Int64  // slots held by permits that are not fast, and grants not yet taken up
 	fastFailed atomic.Uint64 // fast permits that ended with an outcome other than ok
 
+	limitMu     sync.Mutex    // serialises fastLimit updates, so the last one saw the latest capacity and peak
 	peak        atomic.Int64  // most slots ever in use at once
 	misuse      atomic.Uint64 // Done called again on a finished permit
 	holdSeconds atomicFloat   // summed hold time of sampled permits
@@ -283,8 +301,10 @@ func New(cfg Config) (*Gate, error) {
 	}
 	g.kinds = append([]string(nil), kinds...)
 	g.perKind = make([]kindCounters, len(g.kinds))
+	g.bare = !g.timed && g.obs == nil
 	g.capacity.Store(c)
 	g.setCap.Store(c)
+	g.updateFastLimit()
 	return g, nil
 }
 
@@ -360,6 +380,8 @@ func (g *Gate) SetCapacity(c int64) error {
 	}
 	g.capacity.Store(c)
 	g.setCap.Store(c)
+	g.updateFastLimit()
+	g.state.Add(genOne) // admissions decided on the old capacity must retry
 	for w := g.head; w != nil; {
 		next := w.next
 		if w.n > c {
@@ -377,19 +399,24 @@ func (g *Gate) SetCapacity(c int64) error {
 // free and nobody is queued ahead, else refuses at once with a
 // *RejectedError (ReasonFull, or ReasonClosed after Close).
 func (g *Gate) TryAcquire() (Permit, error) {
-	// The common case: one CAS, nothing else counted (the state word
-	// implies the offer and the admission of a fast permit).
-	if g.queued.Load() == 0 {
-		s := g.state.Load()
-		if int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
-			if used := int64(s&usedMask) + 1; used > g.peak.Load() {
-				g.raisePeak(used)
-			}
-			if g.obs == nil && !g.timed {
-				return Permit{g: g, meta: metaFast | 1}, nil
-			}
-			return g.admitted(0, 1, metaFast, 0), nil
+	// The common case is small enough to inline: one CAS admits a fast
+	// permit and nothing else is counted (the state word implies the offer
+	// and the admission). fastLimit is below both the capacity and the
+	// peak (so the peak needs no update), and -1 on gates that time
+	// permits or have an observer; anything else goes out of line.
+	if s := g.state.Load(); s&queuedBit == 0 && int64(s&usedMask) < g.fastLimit.Load() && g.state.CompareAndSwap(s, s+1) {
+		return Permit{ref: gateRef{g}, meta: metaFast | metaPlain | 1}, nil
+	}
+	return g.tryAcquire()
+}
+
+// tryAcquire is TryAcquire out of line.
+func (g *Gate) tryAcquire() (Permit, error) {
+	if s := g.state.Load(); s&queuedBit == 0 && int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
+		if used := int64(s&usedMask) + 1; used > g.peak.Load() {
+			g.raisePeak(used)
 		}
+		return g.admitted(0, 1, metaFast, 0), nil
 	}
 	return g.TryAcquireFor(Request{})
 }
@@ -439,10 +466,8 @@ func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
 		}
 		return g.admitted(k, n, flags, 0), nil
 	}
-	if g.queued.Load() == 0 {
-		if flags, ok := g.tryTake(k, n); ok {
-			return g.admitted(k, n, flags, 0), nil
-		}
+	if flags, ok := g.tryTake(k, n, false); ok {
+		return g.admitted(k, n, flags, 0), nil
 	}
 	return g.wait(ctx, k, n)
 }
@@ -472,6 +497,8 @@ func (g *Gate) Close() {
 	}
 	g.closed = true
 	g.capacity.Store(-1)
+	g.updateFastLimit()
+	g.state.Add(genOne)
 	for w := g.head; w != nil; {
 		next := w.next
 		g.unlink(w)
@@ -512,12 +539,19 @@ func (g *Gate) waiting() int64 {
 	return n
 }
 
-// take adds n slots to the ones in use if they fit in the capacity. It
-// returns the slots in use after taking.
-func (g *Gate) take(n int64) (int64, bool) {
+// take adds n slots to the ones in use if they fit in the capacity, and,
+// unless queued callers are allowed (the queue itself granting, or a
+// caller that has just announced itself), only if nobody is queued. It
+// returns the slots in use after taking. The word is read before the
+// capacity: a SetCapacity after the read bumps the generation, so the CAS
+// fails and the next round sees the new capacity.
+func (g *Gate) take(n int64, pastQueue bool) (int64, bool) {
 	for {
-		c := g.capacity.Load()
 		s := g.state.Load()
+		if s&queuedBit != 0 && !pastQueue {
+			return 0, false
+		}
+		c := g.capacity.Load()
 		used := int64(s&usedMask) + n
 		if used > c {
 			return 0, false
@@ -531,16 +565,16 @@ func (g *Gate) take(n int64) (int64, bool) {
 // tryTake takes and counts k,n without queueing if the slots are free,
 // and returns the permit flags to build it with. A fast permit (first
 // kind, one slot) is one CAS; any other is counted under acct.
-func (g *Gate) tryTake(k Kind, n int64) (uint64, bool) {
+func (g *Gate) tryTake(k Kind, n int64, pastQueue bool) (uint64, bool) {
 	var used int64
 	var ok bool
 	flags := uint64(0)
 	if k == 0 && n == 1 {
-		used, ok = g.take(1)
+		used, ok = g.take(1, pastQueue)
 		flags = metaFast
 	} else {
 		g.acct.RLock()
-		if used, ok = g.take(n); ok {
+		if used, ok = g.take(n, pastQueue); ok {
 			g.slowUsed.Add(n)
 			g.perKind[k].admitted.Add(1)
 		}
@@ -558,8 +592,8 @@ func (g *Gate) tryTake(k Kind, n int64) (uint64, bool) {
 // snapshot can show the slots free and the refusal not yet counted.
 func (g *Gate) decideNow(k Kind, n int64) (flags uint64, r Reason) {
 	fast := k == 0 && n == 1
-	if fast && g.queued.Load() == 0 {
-		if used, ok := g.take(1); ok {
+	if fast {
+		if used, ok := g.take(1, false); ok {
 			if used > g.peak.Load() {
 				g.raisePeak(used)
 			}
@@ -567,20 +601,18 @@ func (g *Gate) decideNow(k Kind, n int64) (flags uint64, r Reason) {
 		}
 	}
 	g.acct.RLock()
-	if g.queued.Load() == 0 {
-		if used, ok := g.take(n); ok {
-			if fast {
-				flags = metaFast
-			} else {
-				g.slowUsed.Add(n)
-				g.perKind[k].admitted.Add(1)
-			}
-			g.acct.RUnlock()
-			if used > g.peak.Load() {
-				g.raisePeak(used)
-			}
-			return flags, ReasonNone
+	if used, ok := g.take(n, false); ok {
+		if fast {
+			flags = metaFast
+		} else {
+			g.slowUsed.Add(n)
+			g.perKind[k].admitted.Add(1)
 		}
+		g.acct.RUnlock()
+		if used > g.peak.Load() {
+			g.raisePeak(used)
+		}
+		return flags, ReasonNone
 	}
 	r = g.fullReason()
 	g.perKind[k].rejected[r].Add(1)
@@ -612,8 +644,10 @@ func (g *Gate) admitted(k Kind, n int64, flags uint64, wait time.Duration) Permi
 	var start int64
 	if g.timed && rand.Uint32()&g.sampleMask == 0 {
 		start = int64(time.Since(g.epoch)) + 1
+	} else if g.obs == nil {
+		flags |= metaPlain
 	}
-	return Permit{g: g, meta: permitMeta(n, k) | flags, start: start}
+	return Permit{ref: gateRef{g}, meta: permitMeta(n, k) | flags, start: start}
 }
 
 // observeAdmitted is out of line to keep the admission path's frame small.
@@ -627,10 +661,28 @@ func (g *Gate) observeAdmitted(k Kind, n int64, wait time.Duration) {
 func (g *Gate) raisePeak(used int64) {
 	for {
 		p := g.peak.Load()
-		if used <= p || g.peak.CompareAndSwap(p, used) {
+		if used <= p {
+			return
+		}
+		if g.peak.CompareAndSwap(p, used) {
+			g.updateFastLimit()
 			return
 		}
 	}
+}
+
+// updateFastLimit recomputes the limit below which TryAcquire may admit
+// with a bare CAS. Callers store a new capacity before calling it and bump
+// the state word's generation after, so no CAS lands on a limit older
+// than the capacity it was decided against.
+func (g *Gate) updateFastLimit() {
+	if !g.bare {
+		g.fastLimit.Store(-1)
+		return
+	}
+	g.limitMu.Lock()
+	g.fastLimit.Store(min(g.capacity.Load(), g.peak.Load()))
+	g.limitMu.Unlock()
 }
 
 // refuse counts a refusal of a caller that never queued and returns its
@@ -718,7 +770,7 @@ func (g *Gate) releaseFastOK() {
 			g.overRelease(1)
 		}
 		if g.state.CompareAndSwap(s, s+doneOne-1) {
-			if (s>>usedBits)+1 >= g.foldAt {
+			if doneField(s)+1 >= g.foldAt {
 				g.fold()
 			}
 			break
@@ -737,10 +789,10 @@ func (g *Gate) fold() {
 	g.acct.RLock()
 	for {
 		s := g.state.Load()
-		if s>>usedBits < g.foldAt {
+		if doneField(s) < g.foldAt {
 			break
 		}
-		if g.state.CompareAndSwap(s, s-g.foldAt<<usedBits) {
+		if g.state.CompareAndSwap(s, s-g.foldAt<<doneShift) {
 			g.folded.Add(g.foldAt)
 			break
 		}

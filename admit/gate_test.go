@@ -3,7 +3,6 @@ package admit_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"strings"
@@ -13,19 +12,19 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	// rapid saves failing cases under testdata/ by default; a test run
-	// must never write into the working tree (the failure message carries
-	// the seed to reproduce it instead).
-	flag.Parse()
-	if err := flag.Set("rapid.nofailfile", "true"); err != nil {
-		panic(err)
-	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(rapidMain{m})
 }
+
+// rapidMain turns off rapid's failure files and runs 1,000 property cases
+// by default (see testutil.RapidMain).
+type rapidMain struct{ m *testing.M }
+
+func (r rapidMain) Run() int { return testutil.RapidMain(r.m, 1000) }
 
 func mustGate(t testing.TB, cfg admit.Config) *admit.Gate {
 	t.Helper()
@@ -61,7 +60,13 @@ func checkInvariants(t testing.TB, s admit.Stats) {
 	}
 }
 
-func reasonOf(t testing.TB, err error) admit.Reason {
+// fataler is what reasonOf needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func reasonOf(t fataler, err error) admit.Reason {
 	t.Helper()
 	var rej *admit.RejectedError
 	if !errors.As(err, &rej) {
@@ -103,7 +108,20 @@ func TestNewValidatesConfig(t *testing.T) {
 }
 
 func TestTryAcquireUpToCapacityThenFull(t *testing.T) {
-	g := mustGate(t, admit.Config{Name: "disk", Capacity: 2})
+	// Timed, untimed (the one-CAS fast path) and observed gates take
+	// different paths through TryAcquire and Done.
+	for _, cfg := range []admit.Config{
+		{Name: "disk", Capacity: 2},
+		{Name: "disk", Capacity: 2, NoTiming: true},
+		{Name: "disk", Capacity: 2, Observer: &countingObserver{}},
+	} {
+		tryUpToCapacity(t, cfg)
+	}
+}
+
+func tryUpToCapacity(t *testing.T, cfg admit.Config) {
+	t.Helper()
+	g := mustGate(t, cfg)
 	p1, err := g.TryAcquire()
 	if err != nil {
 		t.Fatal(err)

@@ -83,8 +83,8 @@ func TestFoldKeepsCountsExact(t *testing.T) {
 	if s.Offered != workers*rounds || s.InUse != 0 || s.Inflight != 0 {
 		t.Fatalf("offered %d in use %d inflight %d", s.Offered, s.InUse, s.Inflight)
 	}
-	if g.folded.Load() == 0 || g.state.Load()>>usedBits >= g.foldAt {
-		t.Fatalf("no fold happened: folded %d, field %d", g.folded.Load(), g.state.Load()>>usedBits)
+	if g.folded.Load() == 0 || doneField(g.state.Load()) >= g.foldAt {
+		t.Fatalf("no fold happened: folded %d, field %d", g.folded.Load(), doneField(g.state.Load()))
 	}
 }
 

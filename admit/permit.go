@@ -32,52 +32,64 @@ import (
 // Done is not safe for concurrent use on the same Permit unless the
 // permit was guarded (Guard): the goroutine that owns the work ends it.
 type Permit struct {
-	_     noCopy
-	g     *Gate
+	ref   gateRef
 	start int64       // sampled start, nanoseconds since g.epoch + 1; 0 when not timed
 	meta  uint64      // weight (low 32 bits), kind (bits 32-47), flags above
 	guard *sync.Mutex // when not nil, every method takes it
 }
 
-// Four words at most keep a Permit in registers when it is returned.
+// Four fields at most: the compiler keeps a struct of up to four fields in
+// registers, and a Permit is returned from every acquisition (a fifth
+// field tripled the cost of TryAcquire+Done).
 const (
 	metaKindShift = 32
 	metaDone      = 1 << 48
 	metaFast      = 1 << 49 // one slot, first kind, admitted without queueing: counted in the state word
+	metaPlain     = 1 << 50 // neither timed nor observed: nothing to do on release but the release
 )
 
 func permitMeta(n int64, k Kind) uint64 { return uint64(n) | uint64(k)<<metaKindShift }
 
 func (p *Permit) weight() int64 { return int64(uint32(p.meta)) }
 func (p *Permit) kind() Kind    { return Kind(uint16(p.meta >> metaKindShift)) }
-func (p *Permit) done() bool    { return p.meta&metaDone != 0 }
+func (p *Permit) ended() bool   { return p.meta&metaDone != 0 }
 
 // Done releases the permit's slots and records how the work ended.
 // Outcomes outside the defined set are recorded as OutcomeError.
 func (p *Permit) Done(o Outcome) {
+	// The common case, a fast untimed permit ended ok on a gate without an
+	// observer, is small enough to inline: one call, one CAS.
+	if p.guard == nil && p.meta == metaFast|metaPlain|1 && o == OutcomeOK { // guard first: it never changes once shared
+		p.meta |= metaDone
+		p.ref.g.releaseFastOK()
+		return
+	}
+	p.done(o)
+}
+
+// done is Done for everything but the common case.
+func (p *Permit) done(o Outcome) {
 	if p.guard != nil {
 		p.guard.Lock()
 		defer p.guard.Unlock()
 	}
-	g := p.g
+	g := p.ref.g
 	if g == nil {
 		return
 	}
-	if p.done() {
-		g.countMisuse()
+	if p.meta&metaDone != 0 {
+		if p.guard == nil { // a shared permit is expected to be ended by each owner
+			g.countMisuse()
+		}
 		return
 	}
 	p.meta |= metaDone
-	if p.meta == metaDone|metaFast|1 && o == OutcomeOK && p.start == 0 && g.obs == nil {
-		g.releaseFastOK()
-		return
-	}
 	p.release(o)
 }
 
 // release is the general path: timing, any outcome, any weight, observers.
 func (p *Permit) release(o Outcome) {
-	g := p.g
+	g := p.ref.g
 	if o >= numOutcomes {
 		o = OutcomeError
 	}
@@ -101,7 +113,8 @@ func (p *Permit) release(o Outcome) {
 
 // Guard makes the permit safe to end from more than one goroutine: Done,
 // Held, Weight and Kind take mu first, so the first Done releases and any
-// later one is a counted no-op. A request holder that hands a permit to a
+// later one is a no-op. It is not counted as misuse: a guarded permit has
+// several owners, each of which may end it. A request holder that hands a permit to a
 // handler and ends it itself when the handler returns uses it (package
 // httpgate does). Call Guard before sharing the permit; mu must not be
 // held by the caller of Done.
@@ -113,11 +126,11 @@ func (p *Permit) Held() bool {
 		p.guard.Lock()
 		defer p.guard.Unlock()
 	}
-	return p.g != nil && !p.done()
+	return p.ref.g != nil && !p.ended()
 }
 
 // Gate returns the gate the permit came from, or nil for an empty permit.
-func (p *Permit) Gate() *Gate { return p.g }
+func (p *Permit) Gate() *Gate { return p.ref.g }
 
 // Kind returns the permit's kind label ("" for an empty permit).
 func (p *Permit) Kind() string {
@@ -125,10 +138,10 @@ func (p *Permit) Kind() string {
 		p.guard.Lock()
 		defer p.guard.Unlock()
 	}
-	if p.g == nil {
+	if p.ref.g == nil {
 		return ""
 	}
-	return p.g.kinds[p.kind()]
+	return p.ref.g.kinds[p.kind()]
 }
 
 // Weight returns the number of slots the permit holds or held (0 for an
@@ -141,8 +154,10 @@ func (p *Permit) Weight() int64 {
 	return p.weight()
 }
 
-// noCopy makes go vet's copylocks check report copies of a Permit.
-type noCopy struct{}
+// gateRef is the permit's gate. Its Lock and Unlock methods do nothing:
+// they make go vet's copylocks check report copies of a Permit, at no
+// cost in size.
+type gateRef struct{ g *Gate }
 
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}
+func (*gateRef) Lock()   {}
+func (*gateRef) Unlock() {}

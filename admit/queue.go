@@ -41,16 +41,16 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 	// Announce ourselves before the last look at the slots: a release
 	// that misses this announcement happened before it, so take sees its
 	// slot; one that sees it will grant from the queue after we link.
-	g.queued.Add(1)
+	g.announce()
 	if g.head == nil {
-		if flags, ok := g.tryTake(k, n); ok {
-			g.queued.Add(-1)
+		if flags, ok := g.tryTake(k, n, true); ok {
+			g.unannounce()
 			g.mu.Unlock()
 			return g.admitted(k, n, flags, 0), nil
 		}
 	}
 	if g.qlen >= g.maxWaiters {
-		g.queued.Add(-1)
+		g.unannounce()
 		g.mu.Unlock()
 		return Permit{}, g.refuse(k, n, ReasonQueueFull)
 	}
@@ -156,7 +156,7 @@ func (g *Gate) grantLocked() {
 			return
 		}
 		g.acct.RLock()
-		used, ok := g.take(w.n)
+		used, ok := g.take(w.n, true)
 		if ok {
 			g.slowUsed.Add(w.n)
 		}
@@ -206,5 +206,21 @@ func (g *Gate) unlink(w *waiter) {
 	}
 	w.prev, w.next = nil, nil
 	g.qlen--
-	g.queued.Add(-1)
+	g.unannounce()
+}
+
+// announce counts a caller as queued (it is about to link, or to make its
+// last attempt at the slots first): from now on, admissions that do not
+// come from the queue go behind it. Called with mu held.
+func (g *Gate) announce() {
+	if g.queued.Add(1) == 1 {
+		g.state.Add(queuedBit)
+	}
+}
+
+// unannounce undoes announce. Called with mu held.
+func (g *Gate) unannounce() {
+	if g.queued.Add(-1) == 0 {
+		g.state.Add(^uint64(queuedBit - 1))
+	}
 }

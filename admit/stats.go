@@ -119,7 +119,7 @@ func (g *Gate) Stats() Stats {
 	// those that ended otherwise are in fastFailed (and in kind 0's
 	// completed counts).
 	s.InUse = int64(word & usedMask)
-	fastOK := word>>usedBits + folded
+	fastOK := doneField(word) + folded
 	fastHeld := uint64(s.InUse - slowUsed)
 	k0 := &s.Kinds[0]
 	k0.Admitted += fastOK + fastHeld + fastFailed

@@ -225,7 +225,7 @@ func TestLingeringRefusalsAreBounded(t *testing.T) {
 	accepted := make(chan net.Conn, 1)
 	acceptErr := make(chan error, 1)
 	go func() {
-		c, err := l.Accept()
+		c, _ := l.Accept()
 		accepted <- c
 		_, err = l.Accept() // refuses the rest, returns on Close
 		acceptErr <- err

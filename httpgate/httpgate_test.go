@@ -217,6 +217,37 @@ func TestEarlyDoneIsNotReleasedAgain(t *testing.T) {
 	}
 }
 
+// TestEarlyDoneFromAnotherGoroutine ends the permit from a goroutine the
+// handler started, racing the holder's own release when the handler
+// returns. The permit is guarded by its holder: exactly one release per
+// request, and nothing for the race detector.
+func TestEarlyDoneFromAnotherGoroutine(t *testing.T) {
+	g := newGate(t, admit.Config{Name: "disk", Capacity: 4})
+	mw := newMW(t, httpgate.Config{})
+	var wg sync.WaitGroup
+	h := mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := httpgate.Acquire(r.Context(), g)
+		if err != nil {
+			httpgate.Refuse(w, r, err)
+			return
+		}
+		wg.Go(func() { p.Done(admit.OutcomeOK) })
+		fmt.Fprint(w, "ok")
+	}))
+	ts := serve(t, "http1", h)
+	const n = 50
+	for range n {
+		if resp, _, err := get(t, context.Background(), ts, "/"); err != nil || resp.StatusCode != 200 {
+			t.Fatal(resp, err)
+		}
+	}
+	wg.Wait()
+	s := checkInvariants(t, g)
+	if s.InUse != 0 || s.Completed.Total() != n || s.Misuse != 0 {
+		t.Errorf("in use %d completed %d misuse %d; want 0, %d, 0 (a guarded permit ends quietly for its second owner)", s.InUse, s.Completed.Total(), s.Misuse, n)
+	}
+}
+
 // TestSeveralGatesInOneRequest takes more slots than the holder keeps
 // inline and checks that all are released.
 func TestSeveralGatesInOneRequest(t *testing.T) {

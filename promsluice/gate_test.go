@@ -100,3 +100,20 @@ func collectorFor(t *testing.T, reg *prometheus.Registry, name string, match ...
 	t.Fatalf("no %s sample matching %v", name, match)
 	return nil
 }
+
+// A nil *GateMetrics passed as an Observer (a typed nil in the interface)
+// must not panic on the first event.
+func TestNilGateMetricsObservesNothing(t *testing.T) {
+	var m *promsluice.GateMetrics
+	m.ObserveAdmission(admit.AdmissionEvent{Wait: 1})
+	m.ObserveCompletion(admit.CompletionEvent{Hold: 1})
+	g, err := admit.New(admit.Config{Observer: m, MaxWaiters: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := g.TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Done(admit.OutcomeOK)
+}

@@ -64,6 +64,12 @@ type Config struct {
 	// /state on the main listener).
 	NoAdmin bool
 
+	// Pprof mounts the Go runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on the admin listener, only when it listens on
+	// loopback (or a Unix socket); elsewhere it is ignored with a warning.
+	// False: no profiles.
+	Pprof bool
+
 	// Handler serves the main listener. Nil means http.NotFoundHandler.
 	Handler http.Handler
 
@@ -217,7 +223,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		cleanup = append(cleanup, admin.Close)
 		s.admin = admin
 		s.adminSrv = &http.Server{
-			Handler:           s.adminHandler(),
+			Handler:           s.withPprof(s.adminHandler(), cfg.Pprof, admin.Addr()),
 			ReadHeaderTimeout: adminHeaderTimeout,
 			IdleTimeout:       time.Minute,
 			ErrorLog:          slogErrorLog(cfg.Logger),

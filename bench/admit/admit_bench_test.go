@@ -1,6 +1,6 @@
 // Package admit_test compares sluice's admission gate with the usual Go
-// semaphores in one benchmark run: golang.org/x/sync/semaphore and a
-// buffered channel. It lives in the bench module so the main module does
+// semaphores in one benchmark run: golang.org/x/sync/semaphore, a
+// buffered channel, and failsafe-go's bulkhead (its defaults). It lives in the bench module so the main module does
 // not depend on the peers.
 package admit_test
 
@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/sluicehq/sluice/admit"
 	"golang.org/x/sync/semaphore"
 )
@@ -49,6 +50,39 @@ func BenchmarkSerial(b *testing.B) {
 			p.Done(admit.OutcomeOK)
 		}
 	})
+	b.Run("sluice/timed-every", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: slots, SampleEvery: 1})
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := g.TryAcquire()
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(admit.OutcomeOK)
+		}
+	})
+	b.Run("sluice/second-kind-weight2", func(b *testing.B) {
+		g := newGate(b, admit.Config{Capacity: slots, Kinds: []string{"a", "b"}})
+		req := admit.Request{Kind: 1, Weight: 2}
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := g.TryAcquireFor(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(admit.OutcomeOK)
+		}
+	})
+	b.Run("failsafe/bulkhead", func(b *testing.B) {
+		bh := bulkhead.New[any](slots)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !bh.TryAcquirePermit() {
+				b.Fatal("refused")
+			}
+			bh.ReleasePermit()
+		}
+	})
 	b.Run("sluice/acquire-queue-uncontended", func(b *testing.B) {
 		g := newGate(b, admit.Config{Capacity: slots, MaxWaiters: 64, NoTiming: true})
 		ctx := context.Background()
@@ -80,6 +114,16 @@ func BenchmarkSerial(b *testing.B) {
 				b.Fatal("refused")
 			}
 			s.Release(1)
+		}
+	})
+	b.Run("failsafe/bulkhead/reject", func(b *testing.B) {
+		bh := bulkhead.New[any](1)
+		bh.TryAcquirePermit()
+		b.ReportAllocs()
+		for b.Loop() {
+			if bh.TryAcquirePermit() {
+				b.Fatal("admitted past capacity")
+			}
 		}
 	})
 	b.Run("xsync/reject", func(b *testing.B) {
@@ -175,6 +219,19 @@ func BenchmarkParallel(b *testing.B) {
 					return
 				}
 				s.Release(1)
+			}
+		})
+	})
+	b.Run("failsafe/bulkhead", func(b *testing.B) {
+		bh := bulkhead.New[any](slots)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !bh.TryAcquirePermit() {
+					b.Error("refused")
+					return
+				}
+				bh.ReleasePermit()
 			}
 		})
 	})

@@ -45,6 +45,8 @@ func commands() []command {
 		{"sweep", "run a ladder of concurrencies or rates and print the cliff table", runSweep},
 		{"check", "re-judge a saved report against a profile", runCheck},
 		{"report", "summarise, render or merge saved reports", runReport},
+		{"plan", "capacity arithmetic: Little's law, drain time, queue size, retries, fleet", runPlan},
+		{"doctor", "diagnose a running server from its /metrics, /state and goroutines", runDoctor},
 		{"version", "print the module version and VCS revision", runVersion},
 	}
 }

@@ -74,6 +74,7 @@ type serveOptions struct {
 	readHeaderTimeout time.Duration
 	shutdownTimeout   time.Duration
 	log               logOptions
+	pprof             bool
 }
 
 func (o *serveOptions) register(fs *flag.FlagSet) {
@@ -84,6 +85,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.readHeaderTimeout, "read-header-timeout", connlimit.DefaultReadHeaderTimeout, "close connections that take longer than this to send request headers (slowloris)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, wait this long for admitted work before cutting it (0: do not wait)")
 	o.log.register(fs)
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the admin listener (loopback only)")
 }
 
 func (o *serveOptions) validate() error {
@@ -145,6 +147,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 	var o serveOptions
 	o.register(fs)
 	static := addStaticFlags(fs)
+	quotas := addQuotaFlags(fs)
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
@@ -180,11 +183,17 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
+	handler, collectors, err := quotas.wrap(logger, mw.Deadline(h), collectors) // --quota: 429 before any work
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
+		return exitUsage
+	}
+	defer quotas.close()
 
 	srv, err := server.Listen(ctx, server.Config{
 		Addr:        o.addr,
 		AdminAddr:   o.adminAddr,
-		Handler:     mw.Deadline(h),
+		Handler:     handler,
 		Gates:       gates,
 		GateMetrics: gm,
 		Collectors:  collectors,
@@ -195,6 +204,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		},
 		ShutdownTimeout: o.serverShutdownTimeout(),
 		Logger:          logger,
+		Pprof:           o.pprof,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)

@@ -6,7 +6,8 @@
 //
 //	{"package": "./admit", "mutants": [
 //	  {"name": "permit_never_released", "file": "gate.go",
-//	   "find": "exact text", "replace": "mutated text", "why": "..."}]}
+//	   "find": "exact text", "replace": "mutated text", "why": "...",
+//	   "killed_by": "TestDoneFreesTheSlot"}]}
 //
 // A mutation is applied with `go test -overlay`, so the working tree is
 // never modified and an interrupted run leaves nothing behind. The rules
@@ -14,13 +15,20 @@
 // "not applied" and "caught" alike, so a mutant that silently failed to
 // apply looked like a test that worked. Here:
 //
+//   - every mutant names the test that must kill it (killed_by); only that
+//     test runs against the mutant, and the mutant counts as killed only
+//     if that very test fails. A mutant killed by some other test, or by
+//     a crash before the test ran, proves nothing about the test it names;
 //   - the anchor text must occur exactly once in the file, else it is an
-//     error (not a skip);
+//     error (not a skip); an anchor written with \n matches a file with
+//     \r\n line endings the same way;
 //   - the mutated package must compile, else it is an error (a build
 //     failure would "kill" any mutant and prove nothing);
-//   - the unmutated package's tests must pass first (a baseline), else
-//     every mutant would look killed;
-//   - a mutant whose tests pass has survived, and the run fails.
+//   - the named tests must pass unmutated first (a baseline), else every
+//     mutant would look killed;
+//   - a mutant whose test passes has survived, and the run fails;
+//   - nothing may change in the working tree: the tool compares
+//     `git status` before and after and fails if a test wrote a file.
 //
 // Usage:
 //
@@ -57,9 +65,11 @@ type mutant struct {
 	Find    string `json:"find"`
 	Replace string `json:"replace"`
 	Why     string `json:"why"`
-	// Run optionally narrows the tests run against this mutant (go test -run).
-	Run string `json:"run,omitempty"`
+	// KilledBy is the top-level test that must fail under this mutant.
+	KilledBy string `json:"killed_by"`
 }
+
+var testNameRE = regexp.MustCompile(`^(Test|Example|Fuzz)[A-Za-z0-9_]*$`)
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
@@ -94,6 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer os.RemoveAll(tmp)
 
+	before, gitErr := gitStatus(ctx)
 	var killed, survived, broken int
 	for _, sp := range specs {
 		var chosen []mutant
@@ -111,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
-		if out, err := goTest(ctx, sp.Package, "", "", *timeout); err != nil {
+		if out, err := goTest(ctx, sp.Package, "", runPattern(chosen), *timeout); err != nil {
 			fmt.Fprintf(stderr, "mutants: %s: tests fail WITHOUT any mutation, so no mutant can be judged:\n%s\n", sp.Package, tail(out, 30))
 			return 1
 		}
@@ -133,6 +144,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "mutants: %d killed, %d survived, %d broken\n", killed, survived, broken)
+	if gitErr == nil {
+		if after, err := gitStatus(ctx); err == nil && after != before {
+			fmt.Fprintf(stderr, "mutants: the run changed the working tree (a test wrote a file):\nbefore:\n%safter:\n%s", before, after)
+			return 1
+		}
+	}
 	if killed+survived+broken == 0 {
 		fmt.Fprintln(stderr, "mutants: no mutant ran")
 		return 1
@@ -143,10 +160,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// judge applies one mutant and runs the package's tests against it.
+// judge applies one mutant and runs the test that must kill it.
 func judge(ctx context.Context, tmp, pkg string, m mutant, timeout time.Duration) (verdict, detail string) {
 	if m.Name == "" || m.File == "" || m.Find == "" {
 		return "ERROR", "mutant needs name, file and find"
+	}
+	if !testNameRE.MatchString(m.KilledBy) {
+		return "ERROR", fmt.Sprintf("killed_by %q: want the name of one top-level test (TestX)", m.KilledBy)
 	}
 	path, err := filepath.Abs(filepath.Join(pkg, m.File))
 	if err != nil {
@@ -156,14 +176,20 @@ func judge(ctx context.Context, tmp, pkg string, m mutant, timeout time.Duration
 	if err != nil {
 		return "ERROR", err.Error()
 	}
-	switch n := bytes.Count(src, []byte(m.Find)); n {
+	find, replace := []byte(m.Find), []byte(m.Replace)
+	if bytes.Contains(src, []byte("\r\n")) {
+		// Anchors are written with \n; match a CRLF file the same way.
+		find = bytes.ReplaceAll(bytes.ReplaceAll(find, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
+		replace = bytes.ReplaceAll(bytes.ReplaceAll(replace, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
+	}
+	switch n := bytes.Count(src, find); n {
 	case 1:
 	case 0:
 		return "ERROR", fmt.Sprintf("anchor not found in %s: the mutant cannot be applied", m.File)
 	default:
 		return "ERROR", fmt.Sprintf("anchor found %d times in %s: ambiguous", n, m.File)
 	}
-	mutated := bytes.Replace(src, []byte(m.Find), []byte(m.Replace), 1)
+	mutated := bytes.Replace(src, find, replace, 1)
 	dir := filepath.Join(tmp, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+"_"+m.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "ERROR", err.Error()
@@ -177,14 +203,47 @@ func judge(ctx context.Context, tmp, pkg string, m mutant, timeout time.Duration
 	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
-	if out, err := goTest(ctx, pkg, ov, "^$", timeout); err != nil {
+	out, err := goTest(ctx, pkg, ov, "^"+m.KilledBy+"$", timeout)
+	switch {
+	case strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]"):
 		return "ERROR", "mutant does not compile: " + strings.Join(strings.Fields(tail(out, 3)), " ")
+	case err == nil && strings.Contains(out, "no tests to run"):
+		return "ERROR", fmt.Sprintf("killed_by %s: no such test in %s", m.KilledBy, pkg)
+	case err == nil:
+		return "SURVIVED", m.KilledBy + " passed: " + m.Why
+	case failedTest(out, m.KilledBy):
+		return "killed", firstFailure(out)
 	}
-	out, err := goTest(ctx, pkg, ov, m.Run, timeout)
-	if err == nil {
-		return "SURVIVED", m.Why
+	return "ERROR", fmt.Sprintf("tests failed, but not %s: %s", m.KilledBy, firstFailure(out))
+}
+
+// failedTest reports whether go test's output shows test name failing (a
+// failure, a panic inside it, or a time-out while it ran).
+func failedTest(out, name string) bool {
+	if strings.Contains(out, "--- FAIL: "+name+" ") || strings.Contains(out, "--- FAIL: "+name+"/") {
+		return true
 	}
-	return "killed", firstFailure(out)
+	return strings.Contains(out, "panic: test timed out") && strings.Contains(out, "\t"+name)
+}
+
+// runPattern selects the tests that kill the chosen mutants, for the
+// baseline run.
+func runPattern(ms []mutant) string {
+	seen := map[string]bool{}
+	var names []string
+	for _, m := range ms {
+		if testNameRE.MatchString(m.KilledBy) && !seen[m.KilledBy] {
+			seen[m.KilledBy] = true
+			names = append(names, m.KilledBy)
+		}
+	}
+	return "^(" + strings.Join(names, "|") + ")$"
+}
+
+// gitStatus is the working tree's state, to prove the run left it alone.
+func gitStatus(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=all").Output()
+	return string(out), err
 }
 
 func goTest(ctx context.Context, pkg, overlay, runRE string, timeout time.Duration) (string, error) {
@@ -257,6 +316,9 @@ func loadSpecs(dirs []string) ([]spec, error) {
 				return nil, fmt.Errorf("%s: mutant %q listed twice", f, m.Name)
 			}
 			seen[m.Name] = true
+			if !testNameRE.MatchString(m.KilledBy) {
+				return nil, fmt.Errorf("%s: mutant %q: killed_by %q: name the one top-level test that must fail under it", f, m.Name, m.KilledBy)
+			}
 		}
 		specs = append(specs, sp)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ func writeModule(t *testing.T, mutants string) string {
 	files := map[string]string{
 		"go.mod":                     "module example.com/m\n\ngo 1.26\n",
 		"calc/calc.go":               "package calc\n\nfunc Add(a, b int) int { return a + b }\n\nfunc Unused() int { return 1 }\n",
-		"calc/calc_test.go":          "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"2+3\")\n\t}\n}\n",
+		"calc/calc_test.go":          "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"2+3\")\n\t}\n}\n\nfunc TestUnused(t *testing.T) {\n\tif Unused() != 1 {\n\t\tt.Fatal(\"unused\")\n\t}\n}\n",
 		"calc/testdata/mutants.json": mutants,
 	}
 	for name, body := range files {
@@ -50,11 +51,13 @@ func TestMutantVerdicts(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{"killed", `{"mutants":[{"name":"sub","file":"calc.go","find":"a + b","replace":"a - b"}]}`, 0, "1 killed, 0 survived, 0 broken"},
-		{"survived", `{"mutants":[{"name":"dead","file":"calc.go","find":"return 1","replace":"return 2"}]}`, 1, "0 killed, 1 survived, 0 broken"},
-		{"anchor missing is an error", `{"mutants":[{"name":"gone","file":"calc.go","find":"a * b","replace":"a"}]}`, 1, "anchor not found"},
-		{"ambiguous anchor is an error", `{"mutants":[{"name":"twice","file":"calc.go","find":"func ","replace":"func  "}]}`, 1, "found 2 times"},
-		{"mutant must compile", `{"mutants":[{"name":"syntax","file":"calc.go","find":"a + b","replace":"a +"}]}`, 1, "does not compile"},
+		{"killed", `{"mutants":[{"name":"sub","file":"calc.go","find":"a + b","replace":"a - b","killed_by":"TestAdd"}]}`, 0, "1 killed, 0 survived, 0 broken"},
+		{"survived", `{"mutants":[{"name":"dead","file":"calc.go","find":"return 1","replace":"return 2","killed_by":"TestAdd"}]}`, 1, "0 killed, 1 survived, 0 broken"},
+		{"only the named test counts", `{"mutants":[{"name":"sub","file":"calc.go","find":"a + b","replace":"a - b","killed_by":"TestUnused"}]}`, 1, "TestUnused passed"},
+		{"named test must exist", `{"mutants":[{"name":"sub","file":"calc.go","find":"a + b","replace":"a - b","killed_by":"TestNoSuch"}]}`, 1, "no such test"},
+		{"anchor missing is an error", `{"mutants":[{"name":"gone","file":"calc.go","find":"a * b","replace":"a","killed_by":"TestAdd"}]}`, 1, "anchor not found"},
+		{"ambiguous anchor is an error", `{"mutants":[{"name":"twice","file":"calc.go","find":"func ","replace":"func  ","killed_by":"TestAdd"}]}`, 1, "found 2 times"},
+		{"mutant must compile", `{"mutants":[{"name":"syntax","file":"calc.go","find":"a + b","replace":"a +","killed_by":"TestAdd"}]}`, 1, "does not compile"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,14 +78,54 @@ func TestMutantVerdicts(t *testing.T) {
 func TestSpecValidation(t *testing.T) {
 	for _, bad := range []string{
 		`{"mutants":[]}`,
-		`{"mutants":[{"name":"a","file":"calc.go","find":"x","replace":"y"},{"name":"a","file":"calc.go","find":"x","replace":"y"}]}`,
-		`{"package":"./elsewhere","mutants":[{"name":"a","file":"calc.go","find":"x","replace":"y"}]}`,
+		`{"mutants":[{"name":"a","file":"calc.go","find":"x","replace":"y","killed_by":"TestAdd"},{"name":"a","file":"calc.go","find":"x","replace":"y","killed_by":"TestAdd"}]}`,
+		`{"package":"./elsewhere","mutants":[{"name":"a","file":"calc.go","find":"x","replace":"y","killed_by":"TestAdd"}]}`,
 		`{"mutants":[{"name":"a","file":"calc.go","find":"x","replace":"y","typo":1}]}`,
+		`{"mutants":[{"name":"a","file":"calc.go","find":"x","replace":"y"}]}`,
+		`{"mutants":[{"name":"a","file":"calc.go","find":"x","replace":"y","killed_by":"TestA|TestB"}]}`,
 		`not json`,
 	} {
 		root := writeModule(t, bad)
 		if code, out := runIn(t, root, "-list"); code != 2 {
 			t.Errorf("spec %s: exit %d (%s), want 2", bad, code, out)
 		}
+	}
+}
+
+// An anchor written with \n applies to a file with CRLF line endings.
+func TestCRLFFileMatchesLFAnchor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test on a scratch module")
+	}
+	root := writeModule(t, `{"mutants":[{"name":"sub","file":"calc.go","find":"func Add(a, b int) int { return a + b }\n\nfunc Unused","replace":"func Add(a, b int) int { return a - b }\n\nfunc Unused","killed_by":"TestAdd"}]}`)
+	src := filepath.Join(root, "calc", "calc.go")
+	b, _ := os.ReadFile(src)
+	if err := os.WriteFile(src, bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := runIn(t, root); code != 0 || !strings.Contains(out, "1 killed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// A test that writes into the working tree fails the run.
+func TestWorkingTreeMustStayClean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test on a scratch module")
+	}
+	root := writeModule(t, `{"mutants":[{"name":"sub","file":"calc.go","find":"a + b","replace":"a - b","killed_by":"TestAdd"}]}`)
+	writer := "package calc\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestAdd(t *testing.T) {\n\tos.WriteFile(\"litter.txt\", nil, 0o644)\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"2+3\")\n\t}\n}\n"
+	if err := os.WriteFile(filepath.Join(root, "calc", "calc_test.go"), []byte(writer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Skipf("git %v: %v %s", args, err, out)
+		}
+	}
+	if code, out := runIn(t, root); code != 1 || !strings.Contains(out, "changed the working tree") {
+		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

@@ -1,0 +1,528 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/load"
+	"github.com/sluicehq/sluice/plan"
+)
+
+// planCommands are the calculations `sluice plan` offers.
+var planCommands = []struct{ name, summary string }{
+	{"little", "Little's law: solve L = λW (or Lq = λq·Wq) for the missing figure, or check three"},
+	{"drain", "backlog drain: net drain rate and ideal drain time, from flags or a load report"},
+	{"queue", "queue sizing: starting capacity from target wait × safe rate, and its memory"},
+	{"retry", "retry amplification: attempts per layer ^ layers, and what a retry budget leaves"},
+	{"fleet", "fleet totals: per-instance pool × instances against the shared resource"},
+}
+
+func planUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sluice plan <calculation> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Capacity arithmetic for overload. Every calculation prints a table, or JSON with --json.")
+	fmt.Fprintln(w, "Exit status: 0 computed; 1 computed, and the plan does not hold (the figures do not add")
+	fmt.Fprintln(w, "up, the backlog never drains, the fleet exceeds the shared limit); 2 bad input.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "calculations:")
+	for _, c := range planCommands {
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'sluice plan <calculation> --help' for its flags.")
+}
+
+// runPlan runs `sluice plan`.
+func runPlan(_ context.Context, e env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		planUsage(e.stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	var run func(env, []string) int
+	switch args[0] {
+	case "little":
+		run = planLittle
+	case "drain":
+		run = planDrain
+	case "queue":
+		run = planQueue
+	case "retry":
+		run = planRetry
+	case "fleet":
+		run = planFleet
+	default:
+		fmt.Fprintf(e.stderr, "sluice plan: unknown calculation %q\n\n", args[0])
+		planUsage(e.stderr)
+		return exitUsage
+	}
+	return run(e, args[1:])
+}
+
+// secondsValue is a flag holding seconds, written as a Go duration (200ms)
+// or a plain number of seconds (0.2).
+type secondsValue struct{ v *float64 }
+
+func (s secondsValue) String() string {
+	if s.v == nil || *s.v == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(*s.v, 'g', -1, 64) + "s"
+}
+
+func (s secondsValue) Set(v string) error {
+	if d, err := time.ParseDuration(v); err == nil {
+		*s.v = d.Seconds()
+		return nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		return fmt.Errorf("want a duration (200ms, 1.5s) or seconds (0.2)")
+	}
+	*s.v = f
+	return nil
+}
+
+// bytesValue is a flag holding a byte size with an optional unit.
+type bytesValue struct{ v *float64 }
+
+func (b bytesValue) String() string {
+	if b.v == nil || *b.v == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(*b.v, 'f', -1, 64)
+}
+
+func (b bytesValue) Set(v string) error {
+	n, err := parseByteSize(v)
+	if err != nil {
+		return err
+	}
+	*b.v = float64(n)
+	return nil
+}
+
+// planFlags starts a calculation's flag set with the shared --json flag.
+func planFlags(e env, name, synopsis string) (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet("plan "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	usageFor(fs, "usage: sluice plan "+name+" [flags]\n\n"+synopsis)
+	return fs, fs.Bool("json", false, "print the result as JSON")
+}
+
+// planParse parses the flags and refuses stray arguments.
+func planParse(fs *flag.FlagSet, e env, args []string) (int, bool) {
+	if err := parseFlags(fs, e, args); err != nil {
+		return parseExit(err), false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q (see --help)\n", fs.Name(), fs.Arg(0))
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// planFail reports a refused input: exit 2 with the reason.
+func planFail(e env, fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(e.stderr, "sluice %s: %v\n", fs.Name(), err)
+	return exitUsage
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// num formats a figure for the table: integers without a fraction,
+// others with up to 4 significant decimals.
+func num(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+func table(w io.Writer, rows [][2]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+	_ = tw.Flush()
+}
+
+func planLittle(e env, args []string) int {
+	fs, asJSON := planFlags(e, "little",
+		"Little's law for one scope, with long-run averages: L = λW for the whole system (queued plus\n"+
+			"working), Lq = λq·Wq for the queue alone. Give two figures to solve the third, or three to\n"+
+			"check that they add up. Queue figures and whole-system figures are never mixed.")
+	var in plan.Little
+	fs.Float64Var(&in.Rate, "rate", 0, "λ: average arrivals per second into the scope")
+	fs.Float64Var(&in.InSystem, "in-system", 0, "L: average items in the system, queued plus working")
+	fs.Float64Var(&in.Queued, "queued", 0, "Lq: average items waiting, not yet started")
+	fs.Var(secondsValue{&in.TotalTime}, "total-time", "W: average time from arrival to completion (200ms or 0.2)")
+	fs.Var(secondsValue{&in.QueueTime}, "queue-time", "Wq: average time from arrival to start of work (50ms or 0.05)")
+	fs.StringVar(&in.Statistic, "stat", "mean", "what the figures are; only mean is meaningful (p99, max are refused)")
+	reportPath := fs.String("report", "", "take --rate and --total-time from this `sluice load` JSON report (requests answered, their mean request time)")
+	step := fs.Int("step", 0, "with --report: the step to read, from 1 (0: the last)")
+	window := fs.Int("window", 0, "with --report: the window to read, from 1 (0: all windows of the step)")
+	if code, ok := planParse(fs, e, args); !ok {
+		return code
+	}
+	if *reportPath != "" {
+		rep, err := load.ReadReport(*reportPath)
+		if err != nil {
+			return planFail(e, fs, err)
+		}
+		rate, total, err := littleFromReport(rep, *step, *window)
+		if err != nil {
+			return planFail(e, fs, fmt.Errorf("%s: %w", *reportPath, err))
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rate"] {
+			in.Rate = rate
+		}
+		if !set["total-time"] && !set["queue-time"] {
+			in.TotalTime = total
+		}
+	} else if *step != 0 || *window != 0 {
+		return planFail(e, fs, errors.New("--step and --window need --report"))
+	}
+	r, err := in.Solve()
+	if err != nil {
+		return planFail(e, fs, err)
+	}
+	if *asJSON {
+		writeJSON(e.stdout, r)
+	} else {
+		count, tm, rate := "L (in system)", "W (total time)", "λ (arrivals)"
+		if r.Scope == plan.ScopeQueue {
+			count, tm, rate = "Lq (queued)", "Wq (queue time)", "λq (arrivals that queue)"
+		}
+		mark := func(what string) string {
+			if r.Solved == what {
+				return " ← solved"
+			}
+			return ""
+		}
+		rows := [][2]string{
+			{"scope", string(r.Scope)},
+			{rate, num(r.Rate) + " /s" + mark("rate")},
+			{tm, num(r.Time) + " s" + mark("time")},
+			{count, num(r.Count) + mark("count")},
+		}
+		if r.Solved == "check" {
+			verdict := "adds up"
+			if !r.AddsUp {
+				verdict = "does NOT add up: a counter is missing, the scopes differ, or work holds slots without completing (a leak)"
+			}
+			rows = append(rows, [2]string{"count / (λ × time)", num(r.Ratio) + " — " + verdict})
+		}
+		table(e.stdout, rows)
+	}
+	if !r.AddsUp {
+		return exitFail
+	}
+	return exitOK
+}
+
+// reportWindows picks the windows of a report: step and window are
+// 1-based; 0 means the last step and all of its windows.
+func reportWindows(r *load.Report, step, window int) (int, []load.Window, error) {
+	if len(r.Steps) == 0 {
+		return 0, nil, errors.New("the report has no steps")
+	}
+	if step < 0 || step > len(r.Steps) {
+		return 0, nil, fmt.Errorf("--step %d: the report has steps 1 to %d", step, len(r.Steps))
+	}
+	if step == 0 {
+		step = len(r.Steps)
+	}
+	s := r.Steps[step-1]
+	if window < 0 || window > len(s.Windows) {
+		return 0, nil, fmt.Errorf("--window %d: step %d has windows 1 to %d", window, step, len(s.Windows))
+	}
+	windows := s.Windows
+	if window > 0 {
+		windows = windows[window-1 : window]
+	}
+	if len(windows) == 0 {
+		return 0, nil, fmt.Errorf("step %d has no windows", step)
+	}
+	for _, w := range windows {
+		if !(w.DurationS > 0) || math.IsInf(w.DurationS, 0) {
+			return 0, nil, fmt.Errorf("step %d window %d: duration %v s is not a positive number", step, w.Index, w.DurationS)
+		}
+	}
+	return step, windows, nil
+}
+
+// littleFromReport reads Little's law figures as the driver saw them: the
+// rate of requests that got an HTTP answer and their mean request time
+// (sent to done), over the chosen windows. Their product is the mean number
+// of requests the server had in hand.
+func littleFromReport(r *load.Report, step, window int) (rate, totalTime float64, err error) {
+	step, windows, err := reportWindows(r, step, window)
+	if err != nil {
+		return 0, 0, err
+	}
+	var secs, n, weighted float64
+	for _, w := range windows {
+		secs += w.DurationS
+		d := w.Latency.RequestTime
+		if d.Count < 0 || math.IsNaN(d.Mean) || math.IsInf(d.Mean, 0) || d.Mean < 0 {
+			return 0, 0, fmt.Errorf("step %d window %d: bad request time summary", step, w.Index)
+		}
+		n += float64(d.Count)
+		weighted += float64(d.Count) * d.Mean
+	}
+	if n == 0 {
+		return 0, 0, fmt.Errorf("step %d: no request got an answer, so there is no request time", step)
+	}
+	return n / secs, weighted / n / 1000, nil
+}
+
+// drainFromReport turns a saved load report into drain rates: per second
+// over the chosen windows, offered is every scheduled arrival, refused the
+// answers that turned work away (HTTP refusals plus the driver's own drops,
+// which never reached the server), completed the ok answers. step and
+// window are 1-based; 0 means the last step and all of its windows.
+func drainFromReport(r *load.Report, step, window int) (plan.Drain, error) {
+	_, windows, err := reportWindows(r, step, window)
+	if err != nil {
+		return plan.Drain{}, err
+	}
+	var secs float64
+	var scheduled, refused, ok int64
+	for _, w := range windows {
+		secs += w.DurationS
+		scheduled += w.Counts.Scheduled
+		refused += w.Counts.Refused + w.Counts.Dropped
+		ok += w.Counts.OK
+	}
+	if scheduled < 0 || refused < 0 || ok < 0 {
+		return plan.Drain{}, errors.New("the report has negative counts")
+	}
+	return plan.Drain{
+		Offered:   float64(scheduled) / secs,
+		Refused:   float64(refused) / secs,
+		Completed: float64(ok) / secs,
+	}, nil
+}
+
+func planDrain(e env, args []string) int {
+	fs, asJSON := planFlags(e, "drain",
+		"Backlog drain: net drain = completed − accepted, where accepted = offered − refused (+ requeued\n"+
+			"retries). Ideal drain time = backlog / net drain, for steady rates and items of similar cost.\n"+
+			"Rates come from flags, or from a saved `sluice load` report (--report); flags given win.")
+	var in plan.Drain
+	fs.Float64Var(&in.Backlog, "backlog", 0, "items already waiting")
+	fs.Float64Var(&in.Offered, "offered", 0, "attempts arriving per second, retries included")
+	fs.Float64Var(&in.Refused, "refused", 0, "attempts per second turned away at the door")
+	fs.Float64Var(&in.Completed, "completed", 0, "items per second the work completes and can keep completing")
+	fs.Float64Var(&in.Requeued, "requeued", 0, "retries per second that re-enter the backlog and are not in --offered")
+	reportPath := fs.String("report", "", "take offered, refused and completed rates from this `sluice load` JSON report")
+	step := fs.Int("step", 0, "with --report: the step to read, from 1 (0: the last)")
+	window := fs.Int("window", 0, "with --report: the window to read, from 1 (0: all windows of the step)")
+	if code, ok := planParse(fs, e, args); !ok {
+		return code
+	}
+	if *reportPath != "" {
+		rep, err := load.ReadReport(*reportPath)
+		if err != nil {
+			return planFail(e, fs, err)
+		}
+		from, err := drainFromReport(rep, *step, *window)
+		if err != nil {
+			return planFail(e, fs, fmt.Errorf("%s: %w", *reportPath, err))
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["offered"] {
+			in.Offered = from.Offered
+		}
+		if !set["refused"] {
+			in.Refused = from.Refused
+		}
+		if !set["completed"] {
+			in.Completed = from.Completed
+		}
+	} else if *step != 0 || *window != 0 {
+		return planFail(e, fs, errors.New("--step and --window need --report"))
+	}
+	r, err := in.Solve()
+	if err != nil {
+		return planFail(e, fs, err)
+	}
+	if *asJSON {
+		out := struct {
+			plan.DrainResult
+			Seconds *float64 `json:"drain_seconds"` // null when it never drains
+		}{DrainResult: r}
+		if !r.Never {
+			out.Seconds = &r.Seconds
+		}
+		writeJSON(e.stdout, out)
+	} else {
+		when := num(r.Seconds) + " s"
+		switch {
+		case r.Never && r.NetDrain == 0:
+			when = "never: accepted work uses every completion"
+		case r.Never:
+			when = fmt.Sprintf("never: the backlog grows by %s a second", num(-r.NetDrain))
+		case r.Backlog == 0:
+			when = "0 s (no backlog)"
+		default:
+			when += " (" + time.Duration(r.Seconds*float64(time.Second)).Round(time.Second).String() + ")"
+		}
+		table(e.stdout, [][2]string{
+			{"backlog", num(r.Backlog)},
+			{"offered", num(r.Offered) + " /s"},
+			{"refused", num(r.Refused) + " /s"},
+			{"accepted", num(r.Accepted) + " /s"},
+			{"completed", num(r.Completed) + " /s"},
+			{"net drain", num(r.NetDrain) + " /s"},
+			{"ideal drain time", when},
+		})
+	}
+	if r.Never {
+		return exitFail
+	}
+	return exitOK
+}
+
+func planQueue(e env, args []string) int {
+	fs, asJSON := planFlags(e, "queue",
+		"Queue sizing: a starting capacity of target wait × safe service rate (rounded up), and the\n"+
+			"memory a full queue holds. A candidate to try against bursts and slow items, not an answer.")
+	var in plan.QueueSize
+	fs.Var(secondsValue{&in.TargetWait}, "target-wait", "how long an item may usefully wait (200ms or 0.2; required)")
+	fs.Float64Var(&in.SafeRate, "safe-rate", 0, "items per second the work completes and can sustain (required)")
+	fs.Var(bytesValue{&in.ItemBytes}, "item-bytes", "memory each queued item holds: objects plus request body (64KiB)")
+	if code, ok := planParse(fs, e, args); !ok {
+		return code
+	}
+	r, err := in.Solve()
+	if err != nil {
+		return planFail(e, fs, err)
+	}
+	if *asJSON {
+		writeJSON(e.stdout, r)
+		return exitOK
+	}
+	rows := [][2]string{
+		{"target wait", num(in.TargetWait) + " s"},
+		{"safe rate", num(in.SafeRate) + " /s"},
+		{"queue capacity", strconv.FormatInt(r.Capacity, 10) + " items (a starting point: try it under bursts and slow items)"},
+	}
+	if in.ItemBytes > 0 {
+		rows = append(rows, [2]string{"memory when full", humanBytes(r.Bytes)})
+	}
+	table(e.stdout, rows)
+	return exitOK
+}
+
+func humanBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	return strconv.FormatFloat(b, 'f', 2, 64) + " " + units[i]
+}
+
+func planRetry(e env, args []string) int {
+	fs, asJSON := planFlags(e, "retry",
+		"Retry amplification: when every attempt fails, each layer that retries multiplies the load on the\n"+
+			"layer below, so the bottom sees attempts^layers per original request. A retry budget (retries at\n"+
+			"most ratio × originals) caps each layer at 1 + ratio.")
+	var in plan.Retry
+	fs.IntVar(&in.Attempts, "attempts", 0, "most attempts per layer, the first included (required)")
+	fs.IntVar(&in.Layers, "layers", 1, "layers that retry, one above the other")
+	fs.Float64Var(&in.Budget, "budget", 0, "retry budget ratio, e.g. 0.1 for retries ≤ 10% of originals (0: none)")
+	fs.Float64Var(&in.Rate, "rate", 0, "original requests per second at the top (optional)")
+	if code, ok := planParse(fs, e, args); !ok {
+		return code
+	}
+	r, err := in.Solve()
+	if err != nil {
+		return planFail(e, fs, err)
+	}
+	if *asJSON {
+		writeJSON(e.stdout, r)
+		return exitOK
+	}
+	layers := make([]string, len(r.PerLayer))
+	for i, v := range r.PerLayer {
+		layers[i] = num(v)
+	}
+	rows := [][2]string{
+		{"attempts per layer", strconv.Itoa(in.Attempts)},
+		{"layers", strconv.Itoa(in.Layers)},
+		{"worst case per layer", strings.Join(layers, " → ")},
+		{"worst case at the bottom", num(r.WorstCase) + " attempts per original request"},
+	}
+	if in.Budget > 0 {
+		rows = append(rows, [2]string{"with a " + num(in.Budget*100) + "% retry budget", num(r.WithBudget) + " attempts per original request"})
+	}
+	if in.Rate > 0 {
+		rows = append(rows, [2]string{"bottom load", num(r.BottomRate) + " /s from " + num(in.Rate) + " /s originals"})
+		if in.Budget > 0 {
+			rows = append(rows, [2]string{"bottom load with budget", num(r.BottomRateWithBudget) + " /s"})
+		}
+	}
+	table(e.stdout, rows)
+	return exitOK
+}
+
+func planFleet(e env, args []string) int {
+	fs, asJSON := planFlags(e, "fleet",
+		"Fleet totals: every instance holds its own pool, so the shared resource sees per-instance ×\n"+
+			"instances. Adding instances to a saturated database adds contention, not capacity.")
+	var in plan.Fleet
+	fs.Int64Var(&in.PerInstance, "per-instance", 0, "pool size on each instance, e.g. database connections (required)")
+	fs.Int64Var(&in.Instances, "instances", 0, "instances running (required)")
+	fs.Int64Var(&in.Shared, "shared", 0, "the shared resource's own limit, e.g. max_connections (0: unknown)")
+	if code, ok := planParse(fs, e, args); !ok {
+		return code
+	}
+	r, err := in.Solve()
+	if err != nil {
+		return planFail(e, fs, err)
+	}
+	if *asJSON {
+		writeJSON(e.stdout, r)
+	} else {
+		rows := [][2]string{
+			{"fleet total", fmt.Sprintf("%d × %d = %d", in.PerInstance, in.Instances, r.Total)},
+		}
+		if in.Shared > 0 {
+			verdict := fmt.Sprintf("%d (fits, %d spare)", in.Shared, in.Shared-r.Total)
+			if r.Over {
+				verdict = fmt.Sprintf("%d (OVER by %d)", in.Shared, r.Excess)
+			}
+			rows = append(rows,
+				[2]string{"shared limit", verdict},
+				[2]string{"instances that fit", fmt.Sprintf("%d at %d each", r.MaxInstances, in.PerInstance)},
+				[2]string{"pool per instance that fits", fmt.Sprintf("%d at %d instances", r.FairPerInstance, in.Instances)})
+		}
+		table(e.stdout, rows)
+	}
+	if r.Over {
+		return exitFail
+	}
+	return exitOK
+}

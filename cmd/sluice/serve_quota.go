@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/redisquota"
+)
+
+// quotaSpec is one parsed --quota value.
+type quotaSpec struct {
+	name      string
+	rate      float64 // tokens per second
+	burst     int
+	keyHeader string // "" means key=ip
+	costs     map[string]int
+	maxKeys   int
+}
+
+// maxBurst bounds burst and cost values so a typo cannot ask for a bucket
+// whose arithmetic overflows.
+const maxBurst = 1_000_000_000
+
+// parseQuotaSpec parses 'name=per-client,rate=100/s,burst=20,key=header:X-Api-Key,cost=/search:50'.
+// Every error names the part that is wrong.
+func parseQuotaSpec(s string) (quotaSpec, error) {
+	q := quotaSpec{costs: map[string]int{}}
+	if strings.TrimSpace(s) == "" {
+		return q, errors.New("empty quota: want e.g. name=per-client,rate=100/s,burst=20,key=header:X-Api-Key")
+	}
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		field, val, ok := strings.Cut(part, "=")
+		if !ok || field == "" {
+			return q, fmt.Errorf("part %q: want field=value", part)
+		}
+		if seen[field] && field != "cost" {
+			return q, fmt.Errorf("part %q: %s given twice", part, field)
+		}
+		seen[field] = true
+		var err error
+		switch field {
+		case "name":
+			err = quota.CheckName(val)
+		case "rate":
+			q.rate, err = parseRate(val)
+		case "burst":
+			q.burst, err = parseCount(val)
+		case "max-keys":
+			q.maxKeys, err = parseCount(val)
+		case "key":
+			q.keyHeader, err = parseKey(val)
+		case "cost":
+			err = q.parseCost(val)
+		default:
+			return q, fmt.Errorf("part %q: unknown field %q (want name, rate, burst, key, cost or max-keys)", part, field)
+		}
+		if err != nil {
+			return q, fmt.Errorf("part %q: %v", part, err)
+		}
+		if field == "name" {
+			q.name = val
+		}
+	}
+	if q.name == "" {
+		return q, errors.New("missing name=: every quota needs a name (its metric label)")
+	}
+	if q.rate == 0 {
+		return q, fmt.Errorf("quota %q: missing rate=, e.g. rate=100/s", q.name)
+	}
+	if q.burst == 0 {
+		q.burst = max(1, int(math.Ceil(q.rate)))
+		if q.burst > maxBurst {
+			return q, fmt.Errorf("quota %q: rate %v/s needs an explicit burst= of at most %d", q.name, q.rate, maxBurst)
+		}
+	}
+	for prefix, c := range q.costs {
+		if c > q.burst {
+			return q, fmt.Errorf("quota %q: cost=%s:%d exceeds burst=%d, so such a request could never pass", q.name, prefix, c, q.burst)
+		}
+	}
+	return q, nil
+}
+
+// parseRate parses "N/unit": N a positive number, unit s, m, h or a Go
+// duration such as 10s or 100ms.
+func parseRate(v string) (float64, error) {
+	num, unit, ok := strings.Cut(v, "/")
+	if !ok {
+		return 0, errors.New("want N/s, N/m, N/h or N/<duration>, e.g. 100/s")
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+		return 0, fmt.Errorf("count %q: want a number above zero", num)
+	}
+	var per time.Duration
+	switch unit {
+	case "s":
+		per = time.Second
+	case "m":
+		per = time.Minute
+	case "h":
+		per = time.Hour
+	default:
+		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
+			return 0, fmt.Errorf("unit %q: want s, m, h or a positive duration like 10s", unit)
+		}
+	}
+	r := n / per.Seconds()
+	if r > 1e9 || r < 1e-6 {
+		return 0, fmt.Errorf("rate %v per second is out of range (1e-6 to 1e9)", r)
+	}
+	return r, nil
+}
+
+func parseCount(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxBurst {
+		return 0, fmt.Errorf("want a whole number from 1 to %d", maxBurst)
+	}
+	return n, nil
+}
+
+func parseKey(v string) (string, error) {
+	if v == "ip" {
+		return "", nil
+	}
+	name, ok := strings.CutPrefix(v, "header:")
+	if !ok || !httpguts.ValidHeaderFieldName(name) {
+		return "", errors.New("want key=ip or key=header:<Header-Name>")
+	}
+	return name, nil
+}
+
+func (q *quotaSpec) parseCost(v string) error {
+	i := strings.LastIndexByte(v, ':')
+	if i < 0 {
+		return errors.New("want cost=<path prefix>:<tokens>, e.g. cost=/search:50")
+	}
+	prefix := v[:i]
+	if !strings.HasPrefix(prefix, "/") || strings.ContainsAny(prefix, " \t?#") {
+		return fmt.Errorf("path prefix %q: want a path starting with /", prefix)
+	}
+	n, err := parseCount(v[i+1:])
+	if err != nil {
+		return fmt.Errorf("tokens %q: %v", v[i+1:], err)
+	}
+	if _, dup := q.costs[prefix]; dup {
+		return fmt.Errorf("path prefix %q priced twice", prefix)
+	}
+	q.costs[prefix] = n
+	return nil
+}
+
+// quotaList is the repeatable --quota flag. One value may hold several
+// quotas separated by ';' (so SLUICE_QUOTA can carry more than one).
+type quotaList []quotaSpec
+
+func (l *quotaList) String() string {
+	if l == nil {
+		return ""
+	}
+	names := make([]string, len(*l))
+	for i, q := range *l {
+		names[i] = q.name
+	}
+	return strings.Join(names, ";")
+}
+
+func (l *quotaList) Set(v string) error {
+	for one := range strings.SplitSeq(v, ";") {
+		q, err := parseQuotaSpec(one)
+		if err != nil {
+			return err
+		}
+		for _, o := range *l {
+			if o.name == q.name {
+				return fmt.Errorf("quota name %q used twice", q.name)
+			}
+		}
+		*l = append(*l, q)
+	}
+	return nil
+}
+
+// quotaOptions are serve's quota flags.
+type quotaOptions struct {
+	quotas    quotaList
+	redisURL  string
+	instances int
+	fail      string
+	mode      string
+	timeout   time.Duration
+	trusted   string
+
+	closers []func()
+}
+
+func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
+	o := &quotaOptions{}
+	fs.Var(&o.quotas, "quota", "a per-client rate quota `SPEC`, repeatable: name=NAME,rate=N/s,burst=N,key=ip|header:NAME[,cost=/prefix:N][,max-keys=N]; a refused request gets 429")
+	fs.StringVar(&o.redisURL, "quota-redis", "", "share the quotas across instances through this Redis `URL` (redis://host:6379/0)")
+	fs.IntVar(&o.instances, "quota-instances", 1, "instances sharing the quotas; while Redis is down each admits quota/instances (with --quota-fail open)")
+	fs.StringVar(&o.fail, "quota-fail", "open", "while Redis is slow or down: open (this instance's share) or closed (refuse with 503)")
+	fs.StringVar(&o.mode, "quota-mode", "exact", "fleet spending: exact (one Redis round trip per request) or lease (small batches of tokens)")
+	fs.DurationVar(&o.timeout, "quota-timeout", redisquota.DefaultTimeout, "longest wait for Redis before the --quota-fail policy decides")
+	fs.StringVar(&o.trusted, "quota-trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed for key=ip")
+	return o
+}
+
+// wrap puts the quotas around h and adds their collectors. With no
+// --quota it returns h unchanged. Errors are usage errors.
+func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []prometheus.Collector) (_ http.Handler, _ []prometheus.Collector, err error) {
+	defer func() {
+		if err != nil {
+			o.close() // nothing opened survives a usage error
+		}
+	}()
+	if len(o.quotas) == 0 {
+		if o.redisURL != "" {
+			return nil, nil, errors.New("--quota-redis without any --quota")
+		}
+		return h, collectors, nil
+	}
+	var trusted []netip.Prefix
+	trusted, err = parsePrefixes(o.trusted)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.instances < 1 {
+		return nil, nil, fmt.Errorf("--quota-instances %d: must be 1 or more", o.instances)
+	}
+	if o.timeout <= 0 {
+		return nil, nil, fmt.Errorf("--quota-timeout %v: must be greater than zero", o.timeout)
+	}
+	var fail redisquota.Fallback
+	switch o.fail {
+	case "open":
+	case "closed":
+		fail = redisquota.FailClosed
+	default:
+		return nil, nil, fmt.Errorf("--quota-fail %q: want open or closed", o.fail)
+	}
+	var mode redisquota.Mode
+	switch o.mode {
+	case "exact":
+	case "lease":
+		mode = redisquota.Lease
+	default:
+		return nil, nil, fmt.Errorf("--quota-mode %q: want exact or lease", o.mode)
+	}
+	var client *redis.Client
+	if o.redisURL != "" {
+		opts, err := redis.ParseURL(o.redisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--quota-redis %q: %v", o.redisURL, err)
+		}
+		// Fail fast: a dead Redis must reach the breaker, not be retried.
+		opts.MaxRetries = -1
+		opts.DialTimeout = max(o.timeout, 100*time.Millisecond)
+		opts.ContextTimeoutEnabled = true
+		// go-redis logs pool errors (every failed dial while Redis is
+		// down) through a process-wide logger that writes to stderr;
+		// send them to ours at debug level instead: the breaker and the
+		// quota's own warnings already say what matters.
+		redis.SetLogger(redisLogger{logger})
+		client = redis.NewClient(opts)
+		o.closers = append(o.closers, func() { _ = client.Close() })
+	}
+	var sources []func() quota.Stats
+	// The last quota listed runs first: wrap from the inside out so the
+	// first one listed is the outermost.
+	for i := len(o.quotas) - 1; i >= 0; i-- {
+		spec := o.quotas[i]
+		var lim quota.Limiter
+		if client != nil {
+			fq, err := redisquota.New(redisquota.Config{
+				Name: spec.name, Rate: spec.rate, Burst: spec.burst, MaxKeys: spec.maxKeys,
+				Client: client, Mode: mode, Fallback: fail, Instances: o.instances, Timeout: o.timeout,
+				Logger: logger,
+			})
+			if err != nil {
+				return nil, nil, fmt.Errorf("--quota %s: %v", spec.name, err)
+			}
+			lim, sources = fq, append(sources, fq.Stats)
+		} else {
+			lq, err := quota.New(quota.Config{Name: spec.name, Rate: spec.rate, Burst: spec.burst, MaxKeys: spec.maxKeys})
+			if err != nil {
+				return nil, nil, fmt.Errorf("--quota %s: %v", spec.name, err)
+			}
+			lim, sources = lq, append(sources, lq.Stats)
+		}
+		key := httpgate.KeyClientIP(trusted)
+		if spec.keyHeader != "" {
+			key = httpgate.KeyHeader(spec.keyHeader)
+		}
+		var cost httpgate.CostFunc
+		if len(spec.costs) > 0 {
+			cost = httpgate.CostByPathPrefix(1, spec.costs)
+		}
+		if h, err = httpgate.Quota(httpgate.QuotaConfig{Limiter: lim, Key: key, Cost: cost}, h); err != nil {
+			return nil, nil, err
+		}
+	}
+	if logger != nil {
+		logger.Info("quotas on", "quotas", o.quotas.String(), "fleet", client != nil, "mode", o.mode, "fail", o.fail)
+	}
+	return h, append(collectors, promsluice.NewQuotaMetrics(sources...)), nil
+}
+
+// close releases what wrap opened (the Redis client).
+func (o *quotaOptions) close() {
+	for _, c := range o.closers {
+		c()
+	}
+}
+
+// redisLogger adapts go-redis's internal logging to slog at debug level.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if r.l != nil {
+		r.l.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+	}
+}
+
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return nil, fmt.Errorf("--quota-trusted-proxies: %q is not a CIDR or an address", part)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}

@@ -1,0 +1,130 @@
+// Package limit moves an admission gate's capacity with the server: when
+// latency rises, fewer slots; when it holds, more. It plugs into package
+// admit as an Observer and drives Gate.SetCapacity.
+//
+// # Usage
+//
+//	adaptive, err := limit.New(limit.Config{
+//		Law: &limit.Vegas{},      // or &limit.AIMD{}, &limit.Gradient2{} (the default)
+//		Min: 4, Max: 256,
+//		SLO: 200 * time.Millisecond, // the ceiling: see "Guardrails"
+//	})
+//	...
+//	gate, err := admit.New(admit.Config{Name: "upstream", Capacity: 32, Observer: adaptive})
+//	...
+//	err = adaptive.Attach(gate) // from now on adaptive sets gate's capacity
+//	...
+//	st := adaptive.State() // for /state: limit, latency, baseline, decision, why, ramp
+//
+// To export metrics as well, combine observers with admit.Observers, and
+// register promsluice.NewLimitMetrics for the controller's state.
+//
+// # How it decides
+//
+// Every completion that produced a latency sample (CompletionEvent.Sample:
+// dropped work never does) goes into the current window: a fixed-size
+// log-linear histogram counted with atomics, so the sample path takes no
+// lock and does not allocate; the clock, dearer than all the rest, is read
+// on one completion in eight. Once a window is over (Config.
+// Window, 100 ms by default, extended until it has Config.MinSamples) the
+// goroutine whose completion closed it judges it: the window's measure is
+// a quantile of its hold times (the 90th percentile by default), or a
+// Signal such as SchedLatency. The Law proposes the next limit from the
+// current one and the window; the guardrails below adjust it; the result
+// is rounded and set on the gate. So the capacity changes at most once per
+// window, and nothing runs in the background.
+//
+// # Laws
+//
+// The three laws are re-derived from their public descriptions: Netflix's
+// concurrency-limits (github.com/Netflix/concurrency-limits, README and
+// the AIMD, Vegas and Gradient2 limits) and failsafe-go's adaptive limiter
+// (failsafe-go.dev, adaptive limiter docs). No code was copied.
+//
+//   - AIMD: one slot more per healthy window, ×0.9 after a window slower
+//     than a threshold. Simple and predictable; it saw-tooths by its
+//     backoff around the knee.
+//   - Vegas: estimates the queue the limit builds, limit × (1 − baseline /
+//     latency), and keeps it between two bounds that grow with log10 of
+//     the limit. The baseline is a windowed minimum, not the original's
+//     periodic reset to the current latency (which adopts a loaded latency
+//     as the new normal).
+//   - Gradient2: compares the window with a long-term latency; the ratio,
+//     clamped to [0.5, 1], scales the limit, plus √limit of headroom while
+//     latency holds, blended 20% a window. Unlike the original, headroom
+//     is not added while the gradient is below 1, and the long-term latency
+//     is a windowed minimum rather than an average of recent samples: the
+//     average follows a sustained modest overload up until queueing looks
+//     normal, which is what let the original drift.
+//
+// Every law's baseline (the latency of an unloaded backend) is the lowest
+// window measure of the last one to two periods of 100 windows: a working
+// limit keeps touching the backend's knee, where latency is unloaded, so
+// the baseline stays true, and a backend that got slower for good is
+// accepted within two periods.
+//
+// A Law keeps its own state (a baseline) and is called under the
+// Adaptive's lock; each Adaptive needs its own.
+//
+// # Guardrails
+//
+// These are the failures users of adaptive limiters report, and the answer
+// to each:
+//
+//   - Bounds: the limit stays within Config.Min..Max.
+//   - Drift during a long incident. When every request is slow for long
+//     enough, a learned baseline follows latency up until slow looks
+//     normal, and the limit climbs back while the backend is still sick
+//     (failsafe-go issue #127, Netflix concurrency-limits issue #137 where
+//     a constant timeout latency grows the limit to its maximum, Envoy pull
+//     request #11579 where each minimum-latency measurement started higher
+//     than the last under sustained load). Config.SLO anchors the limit: a
+//     window whose measure is above it shrinks the limit by Config.Backoff
+//     whatever the law proposes, no law learns from such a window, and no
+//     baseline may rise above the SLO (divided by the law's tolerance).
+//   - Growth nobody tested: while the most slots used in a window is below
+//     half the limit (Config.AppLimited), the limit does not grow, so a
+//     quiet night does not leave a huge limit for the morning's burst.
+//   - One slow request: the measure is a quantile, so the slowest tenth of
+//     a window, one slow request included, cannot move it; Gradient2 also
+//     blends each step.
+//
+// # Recovery ramp
+//
+// An overload episode starts when a window is above the SLO, or when the
+// limit falls below half its recent high (Ramp.Trigger). When the law stops
+// cutting and latency is under the SLO, the episode is over, and capacity
+// does not jump back: it climbs from where the episode left it to the
+// pre-episode level in Ramp.Steps equal steps. Each step is held for
+// Ramp.Hold (five windows) so its effect is visible, then judged against
+// the step below: completions per second rose, so grow one step;
+// completions flat or latency rising a little, so pause; completions fell,
+// latency doubled against the start of the ramp, or the oldest queued
+// request's age doubled (Ramp.QueueAge), so step back one level. A window
+// above the SLO aborts the ramp and starts a new episode. The ramp's level,
+// last decision and why are in State().Ramp, in promsluice's metrics and
+// in the log (Info).
+//
+// # The runtime's own signal
+//
+// SchedLatency reads the Go runtime's scheduling latency
+// (runtime/metrics /sched/latencies:seconds): how long runnable goroutines
+// waited for a CPU. A CPU-bound service sees it rise before its request
+// latency explodes, so with Config.Signal set to it and an SLO of a few
+// milliseconds the gate sheds while there is still CPU to serve what it
+// admitted.
+//
+// # Concurrency
+//
+// An Adaptive is called from every goroutine that ends a permit.
+// Adaptive.mu guards the window and the controller; ObserveAdmission only
+// touches an atomic. Lock order: Adaptive.mu, then the gate's own lock
+// (SetCapacity); the gate never calls an observer with its lock held. The
+// `…At(now)` methods are seams for tests and simulations; with the default
+// clock, testing/synctest drives everything in virtual time.
+//
+// Everything here is hand-written because it is the product's core: the
+// peers are either other languages (Netflix's Java library, Envoy's C++
+// filter) or a whole-policy Go library (failsafe-go) whose limiter owns
+// its own permits, while here the limit must drive an existing admit.Gate.
+package limit

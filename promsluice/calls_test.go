@@ -1,0 +1,81 @@
+package promsluice_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/retry"
+	"go.uber.org/goleak"
+)
+
+// A real client retries against a real busy server, its breaker opens;
+// the scrape shows attempts, retries, the breaker's state and transitions.
+func TestRetryAndBreakerMetrics(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer up.Close()
+	b, err := breaker.New(breaker.Config{Name: "up", MinCalls: 4, OpenFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := retry.New(retry.Config{Name: "up", MaxAttempts: 2, BaseDelay: time.Microsecond, Breaker: b, NoThrottle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: &retry.Transport{Policy: p, Next: tr}}
+	for range 3 {
+		resp, err := c.Get(up.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	rm, bm := promsluice.NewRetryMetrics(), promsluice.NewBreakerMetrics()
+	rm.Add(p)
+	rm.Add(p)
+	bm.Add(b)
+	bm.Add(b)
+	reg.MustRegister(rm, bm)
+	want := `
+# HELP sluice_breaker_state 1 for the breaker's current state, 0 for the others.
+# TYPE sluice_breaker_state gauge
+sluice_breaker_state{breaker="up",state="closed"} 0
+sluice_breaker_state{breaker="up",state="half_open"} 0
+sluice_breaker_state{breaker="up",state="open"} 1
+# HELP sluice_breaker_rejected_total Calls the breaker refused.
+# TYPE sluice_breaker_rejected_total counter
+sluice_breaker_rejected_total{breaker="up"} 1
+# HELP sluice_retry_attempts_total Attempts sent to the upstream, first attempts included.
+# TYPE sluice_retry_attempts_total counter
+sluice_retry_attempts_total{policy="up"} 4
+# HELP sluice_retry_breaker_open_total Attempts refused by the policy's circuit breaker.
+# TYPE sluice_retry_breaker_open_total counter
+sluice_retry_breaker_open_total{policy="up"} 1
+# HELP sluice_retry_retries_total Retries decided (each followed by a wait and an attempt unless the caller left).
+# TYPE sluice_retry_retries_total counter
+sluice_retry_retries_total{policy="up"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"sluice_breaker_state", "sluice_breaker_rejected_total", "sluice_retry_attempts_total",
+		"sluice_retry_breaker_open_total", "sluice_retry_retries_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(bm, "sluice_breaker_transitions_total"); n != 6 {
+		t.Fatalf("%d transition series, want 6 (every from/to pair)", n)
+	}
+	if n := testutil.CollectAndCount(rm, "sluice_retry_retry_after_total"); n != 2 {
+		t.Fatalf("%d retry_after series, want 2 (honored, refused)", n)
+	}
+}

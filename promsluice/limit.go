@@ -1,0 +1,101 @@
+package promsluice
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/limit"
+)
+
+// LimitMetrics exports adaptive limits (package limit): the current limit,
+// the law's inputs, decisions by kind, and the recovery ramp. Everything is
+// read from Adaptive.State at scrape time, so it never drifts from /state.
+// The zero value is not usable; call NewLimitMetrics. Safe for concurrent
+// use.
+//
+// Labels: gate (the attached gate's name), law (aimd, vegas, gradient2)
+// and decision (limit.Decision's bounded names).
+type LimitMetrics struct {
+	mu    sync.Mutex
+	limit []*limit.Adaptive
+
+	capacity, latency, baseline, ceiling, overload, episode *prometheus.Desc
+	decisions, windows                                      *prometheus.Desc
+	rampActive, rampLevel, rampSteps, rampTarget            *prometheus.Desc
+}
+
+// NewLimitMetrics returns an empty LimitMetrics; Add adaptive limits to it.
+func NewLimitMetrics() *LimitMetrics {
+	gl := []string{"gate", "law"}
+	g := []string{"gate"}
+	return &LimitMetrics{
+		capacity:   prometheus.NewDesc("sluice_limit_capacity", "Capacity the adaptive limit last set on the gate, in slots.", gl, nil),
+		latency:    prometheus.NewDesc("sluice_limit_latency_seconds", "The last window's latency measure (a quantile of hold times, or the signal).", gl, nil),
+		baseline:   prometheus.NewDesc("sluice_limit_baseline_seconds", "The law's learned unloaded latency.", gl, nil),
+		ceiling:    prometheus.NewDesc("sluice_limit_ceiling_seconds", "The SLO ceiling the limit is anchored to (0: none).", g, nil),
+		overload:   prometheus.NewDesc("sluice_limit_overload", "1 if the last window was above the SLO ceiling.", g, nil),
+		episode:    prometheus.NewDesc("sluice_limit_episode", "1 while an overload episode is under way.", g, nil),
+		decisions:  prometheus.NewDesc("sluice_limit_decisions_total", "Windows judged, by decision.", []string{"gate", "decision"}, nil),
+		windows:    prometheus.NewDesc("sluice_limit_windows_total", "Windows judged.", g, nil),
+		rampActive: prometheus.NewDesc("sluice_limit_ramp_active", "1 while capacity is recovering in steps after an episode.", g, nil),
+		rampLevel:  prometheus.NewDesc("sluice_limit_ramp_level", "The recovery ramp's current step (0 is the episode's floor).", g, nil),
+		rampSteps:  prometheus.NewDesc("sluice_limit_ramp_steps", "Steps from the floor to the pre-episode capacity.", g, nil),
+		rampTarget: prometheus.NewDesc("sluice_limit_ramp_target", "The capacity the ramp climbs to, in slots.", g, nil),
+	}
+}
+
+// Add exports a's state. Adding the same Adaptive twice is a no-op.
+func (m *LimitMetrics) Add(a *limit.Adaptive) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, have := range m.limit {
+		if have == a {
+			return
+		}
+	}
+	m.limit = append(m.limit, a)
+}
+
+// Describe implements prometheus.Collector.
+func (m *LimitMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.capacity, m.latency, m.baseline, m.ceiling, m.overload, m.episode,
+		m.decisions, m.windows, m.rampActive, m.rampLevel, m.rampSteps, m.rampTarget} {
+		ch <- d
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Collect implements prometheus.Collector.
+func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	all := append([]*limit.Adaptive(nil), m.limit...)
+	m.mu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, a := range all {
+		s := a.State()
+		gauge(m.capacity, float64(s.Limit), s.Gate, s.Law)
+		gauge(m.latency, s.Latency.Seconds(), s.Gate, s.Law)
+		gauge(m.baseline, s.Baseline.Seconds(), s.Gate, s.Law)
+		gauge(m.ceiling, s.Ceiling.Seconds(), s.Gate)
+		gauge(m.overload, boolValue(s.Overload), s.Gate)
+		gauge(m.episode, boolValue(s.Episode), s.Gate)
+		for d := limit.DecisionHold; d < limit.NumDecisions; d++ {
+			ch <- prometheus.MustNewConstMetric(m.decisions, prometheus.CounterValue, float64(s.Decisions[d]), s.Gate, d.String())
+		}
+		ch <- prometheus.MustNewConstMetric(m.windows, prometheus.CounterValue, float64(s.Windows), s.Gate)
+		gauge(m.rampActive, boolValue(s.Ramp.Active), s.Gate)
+		gauge(m.rampLevel, float64(s.Ramp.Level), s.Gate)
+		gauge(m.rampSteps, float64(s.Ramp.Steps), s.Gate)
+		gauge(m.rampTarget, float64(s.Ramp.Target), s.Gate)
+	}
+}
+
+var _ prometheus.Collector = (*LimitMetrics)(nil)

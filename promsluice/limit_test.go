@@ -1,0 +1,71 @@
+package promsluice_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/limit"
+	"github.com/sluicehq/sluice/promsluice"
+)
+
+func TestLimitMetricsExportsState(t *testing.T) {
+	var now time.Time
+	clock := func() time.Time { return now }
+	now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, err := limit.New(limit.Config{Law: &limit.AIMD{}, Initial: 10, SLO: 50 * time.Millisecond, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := admit.New(admit.Config{Name: "upstream", Capacity: 10, Observer: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Attach(g); err != nil {
+		t.Fatal(err)
+	}
+	m := promsluice.NewLimitMetrics()
+	m.Add(a)
+	m.Add(a)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+
+	// One window of ten slow completions (above the SLO): the limit backs off.
+	a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: 10})
+	for range 10 {
+		a.ObserveCompletion(admit.CompletionEvent{Gate: "upstream", Outcome: admit.OutcomeOK, Weight: 1, Hold: 80 * time.Millisecond})
+	}
+	now = now.Add(limit.DefaultWindow)
+	a.Decide()
+
+	want := `
+# HELP sluice_limit_capacity Capacity the adaptive limit last set on the gate, in slots.
+# TYPE sluice_limit_capacity gauge
+sluice_limit_capacity{gate="upstream",law="aimd"} 9
+# HELP sluice_limit_overload 1 if the last window was above the SLO ceiling.
+# TYPE sluice_limit_overload gauge
+sluice_limit_overload{gate="upstream"} 1
+# HELP sluice_limit_ceiling_seconds The SLO ceiling the limit is anchored to (0: none).
+# TYPE sluice_limit_ceiling_seconds gauge
+sluice_limit_ceiling_seconds{gate="upstream"} 0.05
+# HELP sluice_limit_windows_total Windows judged.
+# TYPE sluice_limit_windows_total counter
+sluice_limit_windows_total{gate="upstream"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"sluice_limit_capacity", "sluice_limit_overload", "sluice_limit_ceiling_seconds", "sluice_limit_windows_total"); err != nil {
+		t.Error(err)
+	}
+	if g.Capacity() != 9 {
+		t.Errorf("gate capacity %d, want 9", g.Capacity())
+	}
+	if got := testutil.ToFloat64(collectorFor(t, reg, "sluice_limit_decisions_total", `decision="shrink"`)); got != 1 {
+		t.Errorf("decisions{shrink} = %v, want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "sluice_limit_decisions_total"); err != nil || n != int(limit.NumDecisions)-1 {
+		t.Errorf("decision series %d (%v), want one per decision", n, err)
+	}
+}

@@ -1,0 +1,194 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/sluicehq/sluice/breaker"
+)
+
+// Transport is an http.RoundTripper that sends each request through a
+// Policy: deadline propagation, adaptive throttling, the breaker, retries
+// with backoff within the budget, Retry-After against the deadline, and the
+// no-retry signal. Use it as any http.Client's Transport:
+//
+//	p, _ := retry.New(retry.Config{Name: "users-api"})
+//	client := &http.Client{Transport: &retry.Transport{Policy: p}}
+//
+// The zero Transport is not usable (it needs a Policy). Safe for concurrent
+// use. It never modifies the caller's request: an attempt that needs a
+// different header or a fresh body gets a shallow copy.
+//
+// What is retried: connection failures, 502, 503, 504 and 429, and only
+// for requests that are safe to repeat: an idempotent method (GET, HEAD,
+// OPTIONS, TRACE, PUT, DELETE) or an Idempotency-Key header, and a body
+// that can be replayed (none, or Request.GetBody set, as
+// http.NewRequest does for in-memory bodies). When the transport gives up on
+// such an answer it passes it up with NoRetryHeader set, so callers above
+// do not retry it again. Errors that stop the first attempt: ErrDeadline,
+// ErrThrottled, or the breaker's *admit.RejectedError.
+type Transport struct {
+	Policy *Policy
+	// Next sends each attempt; nil means http.DefaultTransport.
+	Next http.RoundTripper
+}
+
+// drainLimit is how much of a discarded response body is read so the
+// connection can be reused; beyond it the connection is closed instead.
+const drainLimit = 4 << 10
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := t.Policy
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	ctx := req.Context()
+	safe := p.idempotent(req)
+	var (
+		resp *http.Response
+		err  error
+	)
+	n := 0 // attempts made
+	stop, perr := p.Do(ctx, safe, func(attempt int, to Timeout) Outcome {
+		n = attempt
+		if resp != nil { // a retry: the previous answer is discarded
+			io.CopyN(io.Discard, resp.Body, drainLimit)
+			resp.Body.Close()
+			resp = nil
+		}
+		areq, berr := p.attemptRequest(req, attempt, to)
+		if berr != nil {
+			err = berr
+			return Outcome{Accepted: true, Breaker: breaker.Ignored}
+		}
+		resp, err = next.RoundTrip(areq)
+		return p.classify(ctx, resp, err)
+	})
+	if perr != nil {
+		if resp != nil {
+			resp.Body.Close()
+		} else if req.Body != nil && n == 0 {
+			// No attempt was made: the RoundTripper contract still says the
+			// request body is closed.
+			req.Body.Close()
+		}
+		return nil, perr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if stop.GaveUp() && retryableStatus(resp.StatusCode) && resp.Header.Get(NoRetryHeader) == "" {
+		if resp.Header == nil {
+			resp.Header = make(http.Header, 1)
+		}
+		resp.Header.Set(NoRetryHeader, "overloaded")
+	}
+	return resp, nil
+}
+
+// idempotent reports whether req may be sent more than once.
+func (p *Policy) idempotent(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, ok := req.Header[p.idemKey]
+	return ok
+}
+
+// attemptRequest returns the request for attempt n: the caller's own when
+// nothing changes, else a shallow copy with the timeout header and a fresh
+// body.
+func (p *Policy) attemptRequest(req *http.Request, n int, to Timeout) (*http.Request, error) {
+	setTimeout := to.Set && p.deadlineHeader != ""
+	replay := n > 1 && req.Body != nil && req.Body != http.NoBody
+	if !setTimeout && !replay {
+		return req, nil
+	}
+	// One allocation for the copy and the header's value slice.
+	a := new(attemptReq)
+	a.r = *req
+	r := &a.r
+	if replay {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = body
+	}
+	if setTimeout {
+		h := make(http.Header, len(req.Header)+1)
+		for k, v := range req.Header {
+			h[k] = v
+		}
+		a.v[0] = FormatTimeout(to.Left)
+		h[p.deadlineHeader] = a.v[:]
+		r.Header = h
+	}
+	return r, nil
+}
+
+type attemptReq struct {
+	r http.Request
+	v [1]string
+}
+
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// classify turns an attempt's answer into an Outcome.
+func (p *Policy) classify(ctx context.Context, resp *http.Response, err error) Outcome {
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+			return Outcome{Done: true}
+		}
+		// The upstream could not be reached or did not answer: not
+		// accepted, worth another try if the request is safe to repeat.
+		return Outcome{Retryable: true, Breaker: breaker.Failure}
+	}
+	switch code := resp.StatusCode; {
+	case retryableStatus(code):
+		o := Outcome{Retryable: true, Breaker: breaker.Failure}
+		if code == http.StatusTooManyRequests {
+			o.Breaker = breaker.Ignored // a quota on this client, not a sick upstream
+		}
+		if resp.Header.Get(NoRetryHeader) != "" {
+			o.NoRetry = true
+		}
+		if v := resp.Header.Get("Retry-After"); v != "" {
+			if d, err := ParseRetryAfter(v, p.now()); err == nil {
+				o.RetryAfter, o.HasRetryAfter = d, true
+			}
+		}
+		return o
+	case code >= 500:
+		return Outcome{Accepted: true, Breaker: breaker.Failure}
+	default:
+		return Outcome{Accepted: true, Breaker: breaker.Success}
+	}
+}
+
+// CloseIdleConnections closes the idle connections of Next (or of
+// http.DefaultTransport), so http.Client.CloseIdleConnections works
+// through a Transport.
+func (t *Transport) CloseIdleConnections() {
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if c, ok := next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

@@ -1,0 +1,346 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/httpgate"
+)
+
+// TestRetriesUntilSuccess: a GET that meets two 503s is retried and
+// succeeds on the third attempt; the caller never sees the 503s.
+func TestRetriesUntilSuccess(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n <= 2 {
+			busy(w)
+			return
+		}
+		io.WriteString(w, "ok")
+	}}
+	s := serve(t, up)
+	c, p := client(t, Config{})
+	resp, err := get(t, c, context.Background(), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("got %d %q, want 200 ok", resp.StatusCode, body)
+	}
+	if n := up.n.Load(); n != 3 {
+		t.Fatalf("upstream saw %d attempts, want 3", n)
+	}
+	st := p.Stats()
+	if st[EventAttempt] != 3 || st[EventRetry] != 2 {
+		t.Fatalf("events attempt=%d retry=%d, want 3 and 2", st[EventAttempt], st[EventRetry])
+	}
+}
+
+// TestGivesUpWithNoRetrySignal: after MaxAttempts the last 503 is passed
+// up with the no-retry signal, and its body is intact.
+func TestGivesUpWithNoRetrySignal(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) { busy(w) }}
+	s := serve(t, up)
+	c, _ := client(t, Config{MaxAttempts: 2})
+	resp, err := get(t, c, context.Background(), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || resp.Header.Get(NoRetryHeader) == "" || !strings.Contains(string(body), "BUSY") {
+		t.Fatalf("got %d %v %q, want the 503 with %s", resp.StatusCode, resp.Header, body, NoRetryHeader)
+	}
+	if n := up.n.Load(); n != 2 {
+		t.Fatalf("upstream saw %d attempts, want 2", n)
+	}
+}
+
+// TestNoRetrySignalStopsRetries: an upstream that says "do not retry" is
+// not retried even for a GET with attempts left.
+func TestNoRetrySignalStopsRetries(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(NoRetryHeader, "overloaded")
+		busy(w)
+	}}
+	s := serve(t, up)
+	c, p := client(t, Config{MaxAttempts: 4})
+	resp, err := get(t, c, context.Background(), s.URL)
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("got %v %v", resp, err)
+	}
+	if n := up.n.Load(); n != 1 {
+		t.Fatalf("upstream saw %d attempts, want 1 (no-retry signal)", n)
+	}
+	if p.Stats()[EventNoRetrySignal] != 1 {
+		t.Fatal("no_retry_signal event not counted")
+	}
+}
+
+// TestNonIdempotentNotRetried: a POST is sent once; a POST with an
+// Idempotency-Key is retried with the same key and the same body.
+func TestNonIdempotentNotRetried(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if string(b) != "order-42" {
+			http.Error(w, "body lost on replay: "+string(b), 400)
+			return
+		}
+		if n%3 != 0 {
+			busy(w)
+			return
+		}
+		io.WriteString(w, "done")
+	}}
+	s := serve(t, up)
+	c, _ := client(t, Config{MaxAttempts: 3})
+
+	req, _ := http.NewRequest(http.MethodPost, s.URL, strings.NewReader("order-42"))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || up.n.Load() != 1 {
+		t.Fatalf("POST without key: status %d after %d attempts, want 503 after 1", resp.StatusCode, up.n.Load())
+	}
+
+	up.n.Store(0)
+	req, _ = http.NewRequest(http.MethodPost, s.URL, strings.NewReader("order-42"))
+	req.Header.Set("Idempotency-Key", "k-7f3a")
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || up.n.Load() != 3 {
+		t.Fatalf("POST with key: status %d after %d attempts, want 200 after 3", resp.StatusCode, up.n.Load())
+	}
+	hs := up.headers()
+	for _, h := range hs[len(hs)-3:] {
+		if h.Get("Idempotency-Key") != "k-7f3a" {
+			t.Fatalf("attempt carried key %q, want k-7f3a on every attempt", h.Get("Idempotency-Key"))
+		}
+	}
+
+	// The key header's name is matched canonically.
+	c2, _ := client(t, Config{MaxAttempts: 3, IdempotencyKeyHeader: "x-request-id"})
+	up.n.Store(0)
+	req, _ = http.NewRequest(http.MethodPost, s.URL, strings.NewReader("order-42"))
+	req.Header.Set("X-Request-Id", "r-1")
+	resp, err = c2.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if up.n.Load() != 3 {
+		t.Fatalf("POST with a custom key header: %d attempts, want 3", up.n.Load())
+	}
+
+	// A body that cannot be replayed is not retried either.
+	up.n.Store(0)
+	req, _ = http.NewRequest(http.MethodPut, s.URL, io.NopCloser(strings.NewReader("order-42")))
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if up.n.Load() != 1 {
+		t.Fatalf("PUT with a one-shot body sent %d times, want 1", up.n.Load())
+	}
+}
+
+// TestRetryAfter: a 503 with Retry-After is retried after that wait when
+// the deadline covers it, and failed at once otherwise.
+func TestRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		value    func() string
+		deadline time.Duration
+		honored  bool
+	}{
+		{"seconds covered", func() string { return "2" }, 10 * time.Second, true},
+		{"seconds past deadline", func() string { return "2" }, time.Second, false},
+		{"date covered", func() string { return time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) }, 10 * time.Second, true},
+		{"date past deadline", func() string { return time.Now().Add(5 * time.Second).UTC().Format(http.TimeFormat) }, 2 * time.Second, false},
+		{"covered but no room for service time", func() string { return "1" }, 1020 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) {
+				if n == 1 {
+					w.Header().Set("Retry-After", tc.value())
+					busy(w)
+					return
+				}
+				io.WriteString(w, "ok")
+			}}
+			s := serve(t, up)
+			var waited time.Duration
+			c, p := client(t, Config{Sleep: func(ctx context.Context, d time.Duration) error { waited += d; return nil }})
+			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+			defer cancel()
+			start := time.Now()
+			resp, err := get(t, c, ctx, s.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := p.Stats()
+			if tc.honored {
+				if resp.StatusCode != 200 || up.n.Load() != 2 || waited < time.Second || st[EventRetryAfterHonored] != 1 {
+					t.Fatalf("status %d after %d attempts, waited %v, honored=%d: want 200 after 2, a wait of Retry-After",
+						resp.StatusCode, up.n.Load(), waited, st[EventRetryAfterHonored])
+				}
+				return
+			}
+			if resp.StatusCode != 503 || up.n.Load() != 1 || waited != 0 || st[EventRetryAfterRefused] != 1 {
+				t.Fatalf("status %d after %d attempts, waited %v, refused=%d: want the 503 at once",
+					resp.StatusCode, up.n.Load(), waited, st[EventRetryAfterRefused])
+			}
+			if resp.Header.Get(NoRetryHeader) == "" {
+				t.Fatal("refusal passed up without the no-retry signal")
+			}
+			if time.Since(start) > 500*time.Millisecond {
+				t.Fatalf("failing at once took %v", time.Since(start))
+			}
+		})
+	}
+}
+
+// TestDeadlinePropagated: every attempt carries the remaining deadline
+// less the margin in Request-Timeout, in the form httpgate parses; an
+// expired budget never reaches the upstream.
+func TestDeadlinePropagated(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			busy(w)
+			return
+		}
+		io.WriteString(w, "ok")
+	}}
+	s := serve(t, up)
+	c, p := client(t, Config{DeadlineMargin: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := get(t, c, ctx, s.URL); err != nil {
+		t.Fatal(err)
+	}
+	hs := up.headers()
+	if len(hs) != 2 {
+		t.Fatalf("%d attempts, want 2", len(hs))
+	}
+	var prev time.Duration = 1 << 62
+	for i, h := range hs {
+		d, err := httpgate.ParseDeadline(h.Get("Request-Timeout"))
+		if err != nil {
+			t.Fatalf("attempt %d: Request-Timeout %q: %v", i+1, h.Get("Request-Timeout"), err)
+		}
+		if d > 1950*time.Millisecond || d < time.Second || d > prev {
+			t.Fatalf("attempt %d: Request-Timeout %v, want ≤ 1.95s (2s − margin), shrinking", i+1, d)
+		}
+		prev = d
+	}
+
+	// No deadline: no header.
+	up.n.Store(2)
+	if _, err := get(t, c, context.Background(), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if hs := up.headers(); hs[len(hs)-1].Get("Request-Timeout") != "" {
+		t.Fatal("Request-Timeout sent without a deadline")
+	}
+
+	// Less than the margin left: no attempt at all.
+	before := up.n.Load()
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := get(t, c, ctx, s.URL)
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want ErrDeadline", err)
+	}
+	if up.n.Load() != before || p.Stats()[EventDeadlineExpired] != 1 {
+		t.Fatal("an attempt started with an expired budget")
+	}
+}
+
+// TestBreakerInTransport: failures open the breaker; then the transport
+// refuses without sending, with the breaker's admit refusal.
+func TestBreakerInTransport(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }}
+	s := serve(t, up)
+	b, _ := breaker.New(breaker.Config{Name: "up", MinCalls: 5, OpenFor: time.Minute})
+	c, p := client(t, Config{Breaker: b})
+	for range 5 {
+		resp, err := get(t, c, context.Background(), s.URL)
+		if err != nil || resp.StatusCode != 500 {
+			t.Fatalf("%v %v", resp, err)
+		}
+	}
+	_, err := get(t, c, context.Background(), s.URL)
+	var re *admit.RejectedError
+	if !errors.As(err, &re) || re.Reason() != admit.ReasonBreakerOpen || re.RetryAfter() <= 50*time.Second {
+		t.Fatalf("err = %v, want breaker_open refusal with ~1m RetryAfter", err)
+	}
+	if up.n.Load() != 5 || p.Stats()[EventBreakerOpen] != 1 {
+		t.Fatalf("upstream saw %d, want 5", up.n.Load())
+	}
+}
+
+// TestTransportErrorRetried: a connection refused is retried (GET) and
+// reported as the last error once attempts run out.
+func TestTransportErrorRetried(t *testing.T) {
+	s := serve(t, http.NotFoundHandler())
+	url := s.URL
+	s.Close()
+	c, p := client(t, Config{MaxAttempts: 3, NoThrottle: true})
+	_, err := get(t, c, context.Background(), url)
+	if err == nil {
+		t.Fatal("no error from a closed server")
+	}
+	if st := p.Stats(); st[EventAttempt] != 3 {
+		t.Fatalf("attempts = %d, want 3", st[EventAttempt])
+	}
+}
+
+// TestCanceledDuringWait: a caller that goes away during a backoff wait
+// gets its context's error at once.
+func TestCanceledDuringWait(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) { busy(w) }}
+	s := serve(t, up)
+	ctx, cancel := context.WithCancel(context.Background())
+	c, _ := client(t, Config{Sleep: func(ctx context.Context, d time.Duration) error { cancel(); return sleepCtx(ctx, time.Hour) }})
+	_, err := get(t, c, ctx, s.URL)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+type trackedBody struct {
+	io.Reader
+	closed bool
+}
+
+func (b *trackedBody) Close() error { b.closed = true; return nil }
+
+// TestBodyClosedWithoutAttempt: a request refused before any attempt still
+// has its body closed, as the RoundTripper contract requires.
+func TestBodyClosedWithoutAttempt(t *testing.T) {
+	up := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) {}}
+	s := serve(t, up)
+	c, _ := client(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	body := &trackedBody{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, s.URL, body)
+	if _, err := c.Transport.RoundTrip(req); !errors.Is(err, ErrDeadline) { // not via http.Client, which closes bodies itself
+		t.Fatalf("err = %v, want ErrDeadline", err)
+	}
+	if !body.closed || up.n.Load() != 0 {
+		t.Fatalf("body closed %v, upstream saw %d", body.closed, up.n.Load())
+	}
+}
