@@ -2,6 +2,7 @@ package load
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -62,6 +63,11 @@ type Config struct {
 	// opens a connection per request.
 	HTTP2             bool
 	DisableKeepAlives bool
+
+	// Insecure accepts any TLS certificate the target presents, for a
+	// test bench with a self-signed certificate. It does not apply to the
+	// custom Transport, which carries its own TLS settings.
+	Insecure bool
 
 	// MetricsURL, when set, is scraped (Prometheus text) before and after
 	// each window to attribute refusals to admission rejections.
@@ -236,6 +242,10 @@ func (c Config) transport() (http.RoundTripper, func()) {
 		ResponseHeaderTimeout: c.Timeout,
 		DisableKeepAlives:     c.DisableKeepAlives,
 		DisableCompression:    true,
+	}
+	if c.Insecure {
+		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // asked for with --insecure
+
 	}
 	if c.HTTP2 {
 		p := new(http.Protocols)

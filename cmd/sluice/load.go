@@ -275,6 +275,7 @@ type runFlags struct {
 	timeout      time.Duration
 	drainTimeout time.Duration
 	http2        bool
+	insecure     bool
 	noKeepAlive  bool
 	metrics      string
 	profile      string
@@ -300,6 +301,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	fs.DurationVar(&rf.timeout, "timeout", 10*time.Second, "connect and response-header timeout per request")
 	fs.DurationVar(&rf.drainTimeout, "drain-timeout", 0, "longest wait for a window's last requests (0: timeout + 5s)")
 	fs.BoolVar(&rf.http2, "http2", false, "speak HTTP/2 only (h2c for http:// URLs)")
+	fs.BoolVar(&rf.insecure, "insecure", false, "accept any TLS certificate (a self-signed test bench)")
 	fs.BoolVar(&rf.noKeepAlive, "no-keepalive", false, "open a new connection for every request")
 	fs.StringVar(&rf.metrics, "metrics", "", "Prometheus text endpoint of the server, scraped before and after each window")
 	fs.StringVar(&rf.profile, "profile", "", "profile JSON: judge the run against a case (PASS, FAIL, INVALID)")
@@ -594,6 +596,7 @@ func (rf *runFlags) config() (load.Config, error) {
 	cfg.Workers, cfg.QueueDepth, cfg.P99Budget = rf.workers, rf.queueDepth, rf.p99Budget
 	cfg.MaxLag, cfg.MaxCPU, cfg.Timeout, cfg.DrainTimeout = rf.maxLag, rf.maxCPU, rf.timeout, rf.drainTimeout
 	cfg.HTTP2, cfg.DisableKeepAlives, cfg.MetricsURL = rf.http2, rf.noKeepAlive, rf.metrics
+	cfg.Insecure = rf.insecure
 	return cfg, nil
 }
 

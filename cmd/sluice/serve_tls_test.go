@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"github.com/sluicehq/sluice/load"
 	"io"
 	"math/big"
 	"net"
@@ -91,5 +92,34 @@ func TestServeTLSFlags(t *testing.T) {
 	}
 	if rec := logRecord(t, s.out, "serving"); rec["tls"] != true {
 		t.Errorf("serving record says tls=%v", rec["tls"])
+	}
+}
+
+// The driver reaches a TLS server with a self-signed certificate only when
+// told to (--insecure), over HTTP/2 and HTTP/1.1 alike.
+func TestLoadInsecureAgainstTLSServe(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := selfSigned(t, dir)
+	s := startServeInProcess(t, "--tls-cert", certFile, "--tls-key", keyFile)
+	out := filepath.Join(dir, "run.json")
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--insecure", "--http2"}, true},
+		{[]string{"--insecure"}, true},
+		{nil, false},
+	} {
+		args := append([]string{"https://" + s.addr + "/", "--rate", "50", "--duration", "300ms", "--out", out, "--live", "off"}, c.args...)
+		code, text := runSubcommand(context.Background(), runLoad, nil, args...)
+		rep, err := load.ReadReport(out)
+		if err != nil || len(rep.Steps) == 0 || len(rep.Steps[0].Windows) == 0 {
+			t.Fatalf("%v: exit %d, report: %v\n%s", c.args, code, err, text)
+		}
+		ok := rep.Steps[0].Windows[0].Counts.OK
+		if (ok > 0) != c.ok {
+			t.Errorf("%v: ok responses %d, want some=%v (exit %d)\n%s", c.args, ok, c.ok, code, text)
+		}
+		os.Remove(out)
 	}
 }
