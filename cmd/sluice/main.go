@@ -18,10 +18,11 @@ import (
 
 // Exit codes shared by every subcommand.
 const (
-	exitOK      = 0
-	exitFail    = 1 // the job ran and failed (a FAIL verdict, a server error)
-	exitUsage   = 2 // bad flags, bad input files
-	exitInvalid = 3 // a measurement that cannot be trusted (driver-limited)
+	exitOK       = 0
+	exitFail     = 1 // the job ran and failed (a FAIL verdict, a server error)
+	exitUsage    = 2 // bad flags, bad input files
+	exitInvalid  = 3 // a measurement that cannot be trusted (driver-limited)
+	exitInternal = 4 // the tool itself failed (a report could not be written, an unexpected error)
 )
 
 // env carries what a subcommand may touch of the outside world, so tests
