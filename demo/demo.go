@@ -271,8 +271,8 @@ type VariantResult struct {
 	BooksClosed bool
 	// DiskReads is how many reads the slow disk did.
 	DiskReads int64
-	// Limit samples the adaptive gate's slots over the run (Adaptive
-	// only).
+	// Limit samples the adaptive gate's capacity (its slots) every 50 ms
+	// over the run (Adaptive only).
 	Limit []LimitSample
 	// DriverLimited says a driver could not keep its timetable in this
 	// run (the machine was too busy): its figures understate the load.
@@ -546,7 +546,9 @@ func runVariant(ctx context.Context, s settings, cfg Config, capacity float64, v
 			t := time.NewTicker(50 * time.Millisecond)
 			defer t.Stop()
 			for {
-				samples = append(samples, LimitSample{At: time.Since(runStart), Limit: in.adaptive.Limit()})
+				// The gate's capacity, not the limiter's opinion: what
+				// admission actually used.
+				samples = append(samples, LimitSample{At: time.Since(runStart), Limit: in.handler.Gate().Capacity()})
 				select {
 				case <-samplerDone:
 					return

@@ -81,6 +81,21 @@ func writeAtomic(path string, data []byte) (err error) {
 	return os.Rename(tmp, path)
 }
 
+// variantStroke gives each variant its own line width and dash, so lines
+// that coincide (cached goodput of every variant but the bug) stay
+// visible: the widest is drawn first.
+func variantStroke(v Variant) string {
+	switch v {
+	case NoGate:
+		return `stroke-width="6" stroke-opacity="0.45"`
+	case DiskScope:
+		return `stroke-width="3.5"`
+	case Adaptive:
+		return `stroke-width="2" stroke-dasharray="6 4"`
+	}
+	return `stroke-width="2"`
+}
+
 // variantColor gives each variant the same color in every chart.
 func variantColor(v Variant) string {
 	switch v {
@@ -144,7 +159,7 @@ td.l{text-align:left}.summary{background:#f6f8fa;border-left:4px solid #2ca02c;p
 	for _, c := range charts {
 		var ss []series
 		for _, r := range res.Runs {
-			s := series{name: string(r.Variant), color: variantColor(r.Variant)}
+			s := series{name: string(r.Variant), color: variantColor(r.Variant), stroke: variantStroke(r.Variant)}
 			for _, st := range r.Steps {
 				s.ys = append(s.ys, c.f(st))
 			}
@@ -205,8 +220,8 @@ func multipliers(ms []float64) string {
 }
 
 type series struct {
-	name, color string
-	ys          []float64 // one per step; NaN: nothing measured
+	name, color, stroke string
+	ys                  []float64 // one per step; NaN: nothing measured
 }
 
 // stepChart draws one line per series over the steps (evenly spaced, as
@@ -278,11 +293,11 @@ func stepChart(steps []float64, ss []series, logY bool) string {
 				html.EscapeString(s.name), FormatMultiplier(steps[i]), trimFloat(y))
 		}
 		if len(pts) > 1 {
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, s.color, strings.Join(pts, " "))
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" %s points="%s"/>`, s.color, s.stroke, strings.Join(pts, " "))
 		}
 		ly := T + 8 + 15*float64(si)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f">%s</text>`,
-			L+pw+8, ly, L+pw+28, ly, s.color, L+pw+32, ly+4, html.EscapeString(s.name))
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" %s/><text x="%.1f" y="%.1f">%s</text>`,
+			L+pw+8, ly, L+pw+28, ly, s.color, s.stroke, L+pw+32, ly+4, html.EscapeString(s.name))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
@@ -297,6 +312,9 @@ func limitChart(samples []LimitSample, step time.Duration, steps []float64) stri
 	for _, s := range samples {
 		end = math.Max(end, s.At.Seconds())
 		top = math.Max(top, float64(s.Limit))
+	}
+	if !(end > 0) {
+		end = 1
 	}
 	top = niceCeil(top)
 	x := func(v float64) float64 { return L + pw*math.Min(v/end, 1) }

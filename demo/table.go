@@ -178,7 +178,7 @@ func uncachedSentence(res *Result) string {
 		return fmt.Sprintf(", ending at %d slots", e.lim)
 	}
 	tail := "."
-	if best.c.RefusedPercent > worst.c.RefusedPercent {
+	if best.c.RefusedPercent >= worst.c.RefusedPercent+10 {
 		tail = ": refusing the excess at once kept the wait short for what was admitted."
 	}
 	return fmt.Sprintf("For uncached work at %s the p99 of ok answers was highest with %s (%s, %.0f/s served, %s refused, %s lost) "+
