@@ -120,7 +120,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPage(t, page, Summary(res))
+	checkPage(t, page, Summary(res), 7) // six figures and the adaptive limit
 	for _, r := range res.Runs {
 		for _, class := range []string{"cached", "uncached"} {
 			rep, err := load.ReadReport(filepath.Join(dir, string(r.Variant)+"-"+class+".json"))
@@ -140,7 +140,7 @@ func TestDemoEndToEnd(t *testing.T) {
 // checkPage reads an HTML report and checks it is one self-contained
 // file: no scripts, no link or fetch to anything but the files beside it,
 // every chart well-formed SVG, and the summary in it.
-func checkPage(t *testing.T, path, summary string) {
+func checkPage(t *testing.T, path, summary string, charts int) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -159,8 +159,8 @@ func checkPage(t *testing.T, path, summary string) {
 		t.Errorf("the page names %d URLs beyond the SVG namespace", n-strings.Count(page, `xmlns="http://www.w3.org/2000/svg"`))
 	}
 	svgs := regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(page, -1)
-	if len(svgs) < 6 {
-		t.Errorf("%d charts, want at least 6", len(svgs))
+	if len(svgs) != charts {
+		t.Errorf("%d charts, want %d", len(svgs), charts)
 	}
 	for _, s := range svgs {
 		if err := wellFormed(s); err != nil {
