@@ -126,8 +126,9 @@ type Config struct {
 	// uncached requests per second as 1×. Zero means measure it;
 	// negative is an error.
 	Capacity float64
-	// Progress, if not nil, is called about once a second from the
-	// drivers' goroutines (never two calls at once) while load runs.
+	// Progress, if not nil, is called when capacity measuring starts and
+	// then whenever one of the two drivers reports (each about once a
+	// second), from the drivers' goroutines, never two calls at once.
 	Progress func(Progress)
 	// Logger receives the servers' and the adaptive limit's records. Nil
 	// is silent.
@@ -520,9 +521,6 @@ func runVariant(ctx context.Context, s settings, cfg Config, capacity float64, v
 			mu.Lock()
 			defer mu.Unlock()
 			last[class] = p
-			if class == 0 {
-				return // one call per update of the uncached driver, which carries the latest of both
-			}
 			el := time.Since(runStart)
 			step := min(int(el/s.step), len(s.mults)-1)
 			cfg.Progress(Progress{Stage: "load", Variant: v, Index: index, Variants: len(s.variants),
