@@ -63,6 +63,7 @@
 // absolute figures: on a busy machine every number moves, the ordering of
 // the bug and the fix does not (a slower disk fills the bug's gate
 // sooner). Every server, driver and sampler a run starts has ended when
-// Run returns. Nothing here keeps package-level state; Run may be called
-// concurrently with itself.
+// Run returns. Nothing here keeps package-level state: calls to Run share
+// nothing but the machine, whose CPU and timing they would disturb for
+// each other.
 package demo
