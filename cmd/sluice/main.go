@@ -47,6 +47,7 @@ func commands() []command {
 		{"report", "summarise, render or merge saved reports", runReport},
 		{"plan", "capacity arithmetic: Little's law, drain time, queue size, retries, fleet", runPlan},
 		{"doctor", "diagnose a running server from its /metrics, /state and goroutines", runDoctor},
+		{"demo", "overload an in-process server four ways and compare: no gate, the bug, the fix, adaptive", runDemo},
 		{"version", "print the module version and VCS revision", runVersion},
 	}
 }
