@@ -88,6 +88,11 @@ type Config struct {
 	// connection metrics (a cache's counters, for example).
 	Collectors []prometheus.Collector
 
+	// StateExtras are more sections of /state, by name ("quota.per-client"):
+	// each function is called on every /state request and its result is
+	// encoded as JSON under "extra". Nil means none.
+	StateExtras map[string]func() any
+
 	// Conn configures the main listener's connection limit and the
 	// http.Server's ReadHeaderTimeout and IdleTimeout (see connlimit).
 	// Conn.Logger defaults to Logger.
@@ -147,6 +152,7 @@ type Server struct {
 	adminSrv *http.Server
 	registry *prometheus.Registry
 	gates    []*admit.Gate
+	extras   map[string]func() any
 	timeout  time.Duration
 	hooks    []func()
 	logger   *slog.Logger
@@ -242,6 +248,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	s = &Server{
 		main:    main,
 		gates:   cfg.Gates,
+		extras:  cfg.StateExtras,
 		timeout: timeout,
 		delay:   max(cfg.DrainDelay, 0),
 		hooks:   cfg.OnShutdown,

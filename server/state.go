@@ -9,6 +9,8 @@ type State struct {
 	Draining    bool        `json:"draining"`
 	Gates       []GateState `json:"gates"`
 	Connections ConnState   `json:"connections"`
+	// Extra holds the sections of Config.StateExtras, by name.
+	Extra map[string]any `json:"extra,omitempty"`
 }
 
 // GateState is one gate's counters. Rejected and Completed hold every
@@ -54,6 +56,12 @@ func (s *Server) State() State {
 		Rejected: c.Rejected, ClosedIdle: c.ClosedIdle, ClosedHeaderTimeout: c.ClosedHeaderTimeout,
 		ClosedSendTimeout: c.ClosedSendTimeout, ClosedBodyTimeout: c.ClosedBodyTimeout,
 		AcceptErrors: c.AcceptErrors, Backoffs: c.Backoffs,
+	}
+	if len(s.extras) > 0 {
+		st.Extra = make(map[string]any, len(s.extras))
+		for name, f := range s.extras {
+			st.Extra[name] = f()
+		}
 	}
 	return st
 }

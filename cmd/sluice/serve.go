@@ -307,6 +307,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		Gates:                gates,
 		GateMetrics:          gm,
 		Collectors:           collectors,
+		StateExtras:          quotas.states,
 		Conn:                 o.connConfig(),
 		ShutdownTimeout:      o.serverShutdownTimeout(),
 		DrainDelay:           o.drainDelay,

@@ -189,6 +189,21 @@ func TestServeQuota429(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	_, state := do("http://"+admin+"/state", "")
+	var st struct {
+		Extra map[string]struct {
+			Quota   string `json:"quota"`
+			Mode    string `json:"mode"`
+			Allowed uint64 `json:"allowed"`
+			Limited uint64 `json:"limited"`
+		} `json:"extra"`
+	}
+	if err := json.Unmarshal([]byte(state), &st); err != nil {
+		t.Fatalf("/state: %v\n%s", err, state)
+	}
+	if q := st.Extra["quota.per-client"]; q.Quota != "per-client" || q.Mode != "local" || q.Allowed != 3 || q.Limited != 1 {
+		t.Errorf("/state quota section %+v, want per-client local allowed 3 limited 1\n%s", q, state)
+	}
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, out.String())
