@@ -203,7 +203,7 @@ func judge(ctx context.Context, tmp, pkg string, m mutant, timeout time.Duration
 	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
-	out, err := goTest(ctx, pkg, ov, "^"+m.KilledBy+"$", timeout)
+	out, err := goTest(ctx, pkg, ov, "^"+m.KilledBy+"$", timeout, "-v")
 	switch {
 	case strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]"):
 		return "ERROR", "mutant does not compile: " + strings.Join(strings.Fields(tail(out, 3)), " ")
@@ -217,13 +217,18 @@ func judge(ctx context.Context, tmp, pkg string, m mutant, timeout time.Duration
 	return "ERROR", fmt.Sprintf("tests failed, but not %s: %s", m.KilledBy, firstFailure(out))
 }
 
-// failedTest reports whether go test's output shows test name failing (a
-// failure, a panic inside it, or a time-out while it ran).
+// failedTest reports whether go test -v's output shows test name failing:
+// a failure, a time-out while it ran, or the test binary dying (a panic in
+// a goroutine the test started) after the test began and before it passed.
+// Only that test runs, so a death while it runs is its failure.
 func failedTest(out, name string) bool {
 	if strings.Contains(out, "--- FAIL: "+name+" ") || strings.Contains(out, "--- FAIL: "+name+"/") {
 		return true
 	}
-	return strings.Contains(out, "panic: test timed out") && strings.Contains(out, "\t"+name)
+	if strings.Contains(out, "panic: test timed out") && strings.Contains(out, "\t"+name) {
+		return true
+	}
+	return strings.Contains(out, "=== RUN   "+name+"\n") && !strings.Contains(out, "--- PASS: "+name+" ")
 }
 
 // runPattern selects the tests that kill the chosen mutants, for the
@@ -246,8 +251,8 @@ func gitStatus(ctx context.Context) (string, error) {
 	return string(out), err
 }
 
-func goTest(ctx context.Context, pkg, overlay, runRE string, timeout time.Duration) (string, error) {
-	args := []string{"test", "-count=1", "-timeout", timeout.String()}
+func goTest(ctx context.Context, pkg, overlay, runRE string, timeout time.Duration, extra ...string) (string, error) {
+	args := append([]string{"test", "-count=1", "-timeout", timeout.String()}, extra...)
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}

@@ -129,3 +129,15 @@ func TestWorkingTreeMustStayClean(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
+
+// A mutant that makes the named test crash the binary from a goroutine it
+// started (no "--- FAIL" line is printed) still counts as killed by it.
+func TestCrashInTheNamedTestKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test on a scratch module")
+	}
+	root := writeModule(t, `{"mutants":[{"name":"crash","file":"calc.go","find":"func Unused() int { return 1 }","replace":"func Unused() int { done := make(chan int); go func() { panic(\"boom\") }(); return <-done }","killed_by":"TestUnused"}]}`)
+	if code, out := runIn(t, root); code != 0 || !strings.Contains(out, "1 killed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
