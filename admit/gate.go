@@ -257,12 +257,12 @@ type Gate struct {
 	qlen   int
 	closed bool
 	// guarded by mu as well:
-	classQueued int       // queued waiters of a class other than the default
+	classQueued int             // queued waiters of a class other than the default
 	classQ      [numClasses]int // queued waiters per class other than the default
-	queueSince  int64     // when the queue last went from empty to not empty, ns since epoch
-	seq         uint64    // arrival number of the last queued waiter
-	round       uint64    // grant passes, to mark waiters visited in one
-	ordered     bool      // the queue is served by grantOrdered
+	queueSince  int64           // when the queue last went from empty to not empty, ns since epoch
+	seq         uint64          // arrival number of the last queued waiter
+	round       uint64          // grant passes, to mark waiters visited in one
+	ordered     bool            // the queue is served by grantOrdered
 }
 
 // classCounters are the counts of one class other than the default.

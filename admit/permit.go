@@ -42,11 +42,11 @@ type Permit struct {
 // registers, and a Permit is returned from every acquisition (a fifth
 // field tripled the cost of TryAcquire+Done).
 const (
-	metaKindShift = 32
-	metaDone      = 1 << 48
-	metaFast      = 1 << 49 // one slot, first kind, admitted without queueing: counted in the state word
-	metaPlain     = 1 << 50 // neither timed nor observed: nothing to do on release but the release
-	metaClassShift = 51     // bits 51-52: the class
+	metaKindShift  = 32
+	metaDone       = 1 << 48
+	metaFast       = 1 << 49 // one slot, first kind, admitted without queueing: counted in the state word
+	metaPlain      = 1 << 50 // neither timed nor observed: nothing to do on release but the release
+	metaClassShift = 51      // bits 51-52: the class
 )
 
 func permitMeta(n int64, k Kind, cl Class) uint64 {

@@ -22,10 +22,10 @@ type waiter struct {
 	n          int64
 	kind       Kind
 	class      Class
-	seq        uint64 // arrival order
-	enq        int64  // when it queued, ns since the gate's epoch
-	deadline   int64  // its context's deadline, ns since the gate's epoch; 0 for none
-	visit      uint64 // the last grant pass that looked at it
+	seq        uint64        // arrival order
+	enq        int64         // when it queued, ns since the gate's epoch
+	deadline   int64         // its context's deadline, ns since the gate's epoch; 0 for none
+	visit      uint64        // the last grant pass that looked at it
 	state      int           // guarded by Gate.mu
 	overtaken  int           // times a later waiter went first; guarded by Gate.mu
 	ready      chan struct{} // buffered(1): granted, closed or too big
