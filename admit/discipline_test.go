@@ -474,3 +474,36 @@ func FuzzParseClass(f *testing.F) {
 		}
 	})
 }
+
+func TestSetQueuePolicyAndContextClass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second})
+		if err := g.SetQueuePolicy(admit.QueuePolicy{ClassShares: admit.ClassShares{0.9, 0.9}}); !errors.Is(err, admit.ErrInvalidConfig) {
+			t.Fatalf("shares summing to 1.8: %v", err)
+		}
+		if g.Discipline() != admit.DisciplineFIFO {
+			t.Fatal("a refused policy changed the discipline")
+		}
+		held, _ := g.TryAcquire()
+		out := make(chan result, 8)
+		shed := admit.WithClass(context.Background(), admit.ClassSheddable)
+		// Without ContextClass the context's class is ignored: FIFO.
+		queueOne(shed, g, 1, admit.Request{}, out)
+		if err := g.SetQueuePolicy(admit.QueuePolicy{Discipline: admit.DisciplineLIFO, ContextClass: true, ClassAging: -1}); err != nil {
+			t.Fatal(err)
+		}
+		queueOne(shed, g, 2, admit.Request{}, out)
+		queueOne(context.Background(), g, 3, admit.Request{}, out)
+		queueOne(context.Background(), g, 4, admit.Request{}, out)
+		// 1 and 3, 4 are critical (LIFO among them), 2 is sheddable.
+		if got := serveOrder(t, &held, out, 4); !equalInts(got, []int{4, 3, 1, 2}) {
+			t.Fatalf("served %v, want [4 3 1 2]", got)
+		}
+		if s := g.Stats(); s.Classes[admit.ClassSheddable].Admitted != 1 {
+			t.Fatalf("sheddable admitted %d, want 1 (from the context)", s.Classes[admit.ClassSheddable].Admitted)
+		}
+		if admit.ClassFrom(context.Background()) != admit.ClassCritical {
+			t.Fatal("no class in the context is not the default")
+		}
+	})
+}

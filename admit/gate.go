@@ -157,6 +157,13 @@ type Config struct {
 	// queued age never counts.
 	ClassAging time.Duration
 
+	// ContextClass makes AcquireFor take the class from the caller's
+	// context (see WithClass) when the Request leaves it zero: for gates
+	// entered deep inside code that does not know about classes, such as
+	// a file server's disk reads, while a middleware read the class from
+	// the request. Off by default, as it costs a context lookup.
+	ContextClass bool
+
 	// NoDeadlineCheck turns off deadline-aware admission: by default, when
 	// the gate measures hold times, AcquireFor refuses at once (ReasonDeadline)
 	// a caller whose context deadline is nearer than its expected wait
@@ -240,7 +247,9 @@ type Gate struct {
 	// class's counts are the gate's totals minus these.
 	perClass [numClasses]classCounters
 
-	discipline    Discipline
+	discipline    Discipline // guarded by mu; disciplineNow is its lock-free copy
+	disciplineNow atomic.Uint32
+	contextClass  atomic.Bool
 	codelTarget   time.Duration
 	codelInterval time.Duration
 	shares        ClassShares
@@ -524,6 +533,9 @@ func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
 	k, n, cl, err := g.check(r)
 	if err != nil {
 		return Permit{}, err
+	}
+	if cl == 0 && g.contextClass.Load() {
+		cl = ClassFrom(ctx)
 	}
 	if err := ctx.Err(); err != nil {
 		return Permit{}, g.refuse(k, n, cl, ctxReason(err))

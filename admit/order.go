@@ -1,46 +1,81 @@
 package admit
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
 
+// QueuePolicy is how a gate orders and sheds its queue: the Config
+// fields of the same names, which Gate.SetQueuePolicy can change on a
+// gate built elsewhere (a file server's disk gate, say). The zero
+// QueuePolicy is FIFO with no shares, the default aging, and classes
+// taken only from the Request.
+type QueuePolicy struct {
+	Discipline                 Discipline
+	CoDelTarget, CoDelInterval time.Duration
+	ClassShares                ClassShares
+	ClassAging                 time.Duration
+	ContextClass               bool
+}
+
 // configureQueue checks and applies the queue's discipline, classes and
 // deadline settings. It runs after MaxWait got its default.
 func (g *Gate) configureQueue(cfg Config) error {
-	if cfg.Discipline >= numDisciplines {
-		return fmt.Errorf("%w: gate %q: unknown queue discipline %d", ErrInvalidConfig, g.name, cfg.Discipline)
+	g.deadlineCheck = !cfg.NoDeadlineCheck && g.timed
+	return g.SetQueuePolicy(QueuePolicy{
+		Discipline: cfg.Discipline, CoDelTarget: cfg.CoDelTarget, CoDelInterval: cfg.CoDelInterval,
+		ClassShares: cfg.ClassShares, ClassAging: cfg.ClassAging, ContextClass: cfg.ContextClass,
+	})
+}
+
+// SetQueuePolicy changes the queue's discipline, class shares, aging and
+// class source, with the meaning and defaults of the Config fields of the
+// same names. Waiters already queued are served by the new policy from
+// the next grant on. It returns an error wrapping ErrInvalidConfig, and
+// changes nothing, for an invalid policy.
+func (g *Gate) SetQueuePolicy(p QueuePolicy) error {
+	if p.Discipline >= numDisciplines {
+		return fmt.Errorf("%w: gate %q: unknown queue discipline %d", ErrInvalidConfig, g.name, p.Discipline)
 	}
-	g.discipline = cfg.Discipline
-	g.codelTarget, g.codelInterval = cfg.CoDelTarget, cfg.CoDelInterval
-	if g.codelTarget == 0 {
-		g.codelTarget = DefaultCoDelTarget
+	target, interval := p.CoDelTarget, p.CoDelInterval
+	if target == 0 {
+		target = DefaultCoDelTarget
 	}
-	if g.codelInterval == 0 {
-		g.codelInterval = DefaultCoDelInterval
+	if interval == 0 {
+		interval = DefaultCoDelInterval
 	}
 	switch {
-	case g.codelTarget < 0 || g.codelInterval < 0:
+	case target < 0 || interval < 0:
 		return fmt.Errorf("%w: gate %q: negative CoDel target or interval", ErrInvalidConfig, g.name)
-	case g.codelTarget > g.codelInterval:
-		return fmt.Errorf("%w: gate %q: CoDel target %v above its interval %v", ErrInvalidConfig, g.name, g.codelTarget, g.codelInterval)
+	case target > interval:
+		return fmt.Errorf("%w: gate %q: CoDel target %v above its interval %v", ErrInvalidConfig, g.name, target, interval)
 	}
-	if err := cfg.ClassShares.validate(); err != nil {
+	if err := p.ClassShares.validate(); err != nil {
 		return fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, g.name, err)
 	}
-	g.shares = cfg.ClassShares
+	aging := p.ClassAging
+	switch {
+	case aging < 0:
+		aging = -1
+	case aging == 0 && g.maxWait > 0:
+		aging = g.maxWait / 2
+	case aging == 0:
+		aging = 500 * time.Millisecond
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.discipline = p.Discipline
+	g.disciplineNow.Store(uint32(p.Discipline))
+	g.codelTarget, g.codelInterval = target, interval
+	g.shares = p.ClassShares
+	g.hasShares = false
 	for _, f := range g.shares {
 		g.hasShares = g.hasShares || f > 0
 	}
-	switch g.aging = cfg.ClassAging; {
-	case g.aging < 0:
-		g.aging = -1
-	case g.aging == 0 && g.maxWait > 0:
-		g.aging = g.maxWait / 2
-	case g.aging == 0:
-		g.aging = 500 * time.Millisecond
-	}
-	g.deadlineCheck = !cfg.NoDeadlineCheck && g.timed
+	g.aging = aging
+	g.contextClass.Store(p.ContextClass)
+	g.grantLocked()
 	return nil
 }
 
@@ -61,7 +96,7 @@ func (g *Gate) tooLate(dl time.Time, n int64) bool {
 	expected := float64(hold)
 	if q := g.queued.Load(); q > 0 || g.InUse()+n > c {
 		ahead := q
-		if g.discipline != DisciplineFIFO {
+		if Discipline(g.disciplineNow.Load()) != DisciplineFIFO {
 			ahead = 0 // newest first (or soon): a newcomer waits for the next release
 		}
 		expected += float64(hold) * float64(ahead+n) / float64(c)
@@ -276,4 +311,21 @@ func (g *Gate) OldestWait() time.Duration {
 }
 
 // Discipline returns the gate's queue discipline.
-func (g *Gate) Discipline() Discipline { return g.discipline }
+func (g *Gate) Discipline() Discipline { return Discipline(g.disciplineNow.Load()) }
+
+type classKey struct{}
+
+// WithClass returns a context that carries class c, for gates configured
+// with ContextClass (see Config.ContextClass).
+func WithClass(ctx context.Context, c Class) context.Context {
+	return context.WithValue(ctx, classKey{}, c)
+}
+
+// ClassFrom returns the class ctx carries (WithClass), or the default
+// class when it carries none or an invalid one.
+func ClassFrom(ctx context.Context) Class {
+	if c, ok := ctx.Value(classKey{}).(Class); ok && c < numClasses {
+		return c
+	}
+	return ClassCritical
+}
