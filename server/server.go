@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 )
 
@@ -77,6 +78,11 @@ type Config struct {
 	// closed on shutdown.
 	Gates []*admit.Gate
 
+	// Limits are adaptive limits moving the gates' capacities, reported
+	// by /state (register promsluice.NewLimitMetrics in Collectors for
+	// /metrics).
+	Limits []*limit.Adaptive
+
 	// GateMetrics exports the gates. Pass the one whose Observer the
 	// gates were created with to get the wait and hold histograms. Nil
 	// means a new one (counters only).
@@ -114,6 +120,7 @@ type Server struct {
 	adminSrv *http.Server
 	registry *prometheus.Registry
 	gates    []*admit.Gate
+	limits   []*limit.Adaptive
 	timeout  time.Duration
 	hooks    []func()
 	logger   *slog.Logger
@@ -183,6 +190,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	s = &Server{
 		main:    main,
 		gates:   cfg.Gates,
+		limits:  cfg.Limits,
 		timeout: timeout,
 		hooks:   cfg.OnShutdown,
 		logger:  cfg.Logger,
