@@ -271,7 +271,6 @@ type Gate struct {
 	queueSince  int64           // when the queue last went from empty to not empty, ns since epoch
 	seq         uint64          // arrival number of the last queued waiter
 	round       uint64          // grant passes, to mark waiters visited in one
-	ordered     bool            // the queue is served by grantOrdered
 }
 
 // classCounters are the counts of one class other than the default.
