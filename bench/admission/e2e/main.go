@@ -198,21 +198,28 @@ func main() {
 	duration := flag.Duration("duration", 3*time.Second, "offered-load window per cell")
 	warmup := flag.Duration("warmup", time.Second, "part of the window not measured (adaptive limits converge)")
 	rounds := flag.Int("rounds", 1, "rounds per cell; the median is printed")
+	slo := flag.Duration("slo", 0, "SLO of the adaptive gate's limit (0: half the deadline)")
+	lawName := flag.String("law", "gradient2", "law of the adaptive gate: aimd, vegas or gradient2")
 	criticals := flag.String("critical", "0.3,0.15", "shares of critical traffic in the priority tables, comma-separated")
 	tables := flag.String("tables", "load,priority", "tables to print: load, priority")
 	flag.Parse()
 	r := run{slots: *slots, service: *service, timeout: *timeout, duration: *duration, warmup: *warmup}
-	fmt.Printf("backend: %d slots x %v = %.0f req/s; client deadline %v; %v per cell (%v warm-up); %d round(s), median\n\n",
+	fmt.Printf("backend: %d slots x %v = %.0f req/s; client deadline %v; %v per cell (%v warm-up); %d round(s), median\n",
 		r.slots, r.service, r.capacity(), r.timeout, r.duration, r.warmup, *rounds)
 
 	maxWait := r.timeout / 4
+	if *slo == 0 {
+		*slo = r.timeout / 2
+	}
+	law, err := limit.ParseLaw(*lawName)
+	check(err)
 	policies := []namedPolicy{
 		{"no gate", func() policy { return none }},
 		{"fixed gate", func() policy {
 			return gated(mustGate(admit.Config{Name: "fixed", Capacity: int64(r.slots), MaxWaiters: 2 * r.slots, MaxWait: maxWait}))
 		}},
 		{"adaptive gate", func() policy {
-			a, err := limit.New(limit.Config{Law: &limit.Gradient2{}, Min: 1, Max: 200, Initial: 20, SLO: r.timeout / 2})
+			a, err := limit.New(limit.Config{Law: law, Min: 1, Max: 200, Initial: 20, SLO: *slo})
 			check(err)
 			g := mustGate(admit.Config{Name: "adaptive", Capacity: 20, MaxWaiters: 2 * r.slots, MaxWait: maxWait, Observer: a})
 			check(a.Attach(g))
@@ -223,6 +230,7 @@ func main() {
 			return failsafe(l, maxWait)
 		}},
 	}
+	fmt.Printf("gates: queue %d, max wait %v; adaptive: %s, SLO %v, limits 1..200 from 20\n\n", 2*r.slots, maxWait, *lawName, *slo)
 	if strings.Contains(*tables, "load") {
 		loadTable(r, maxWait, policies, *rounds)
 	}
