@@ -32,10 +32,30 @@ func TestRouteCostsChargeBySlots(t *testing.T) {
 	ts := serve(t, "http1", h)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	// inUse waits for the next request to enter the handler and returns
+	// the slots in use then; a request refused instead fails the test.
+	inUse := func(what string, done <-chan error) int64 {
+		t.Helper()
+		select {
+		case used := <-entered:
+			return used
+		case err := <-done:
+			t.Fatalf("%s never entered the handler (%v)", what, err)
+		case <-ctx.Done():
+			t.Fatalf("%s: timed out", what)
+		}
+		return 0
+	}
 
 	done := make(chan error, 1)
 	go func() { _, _, err := get(t, ctx, ts, "/scan/all"); done <- err }()
-	if used := <-entered; used != 4 {
+	if used := inUse("a scan", done); used != 4 {
 		t.Fatalf("a scan holds %d slots, want 4", used)
 	}
 	if resp, _, err := get(t, ctx, ts, "/item/1"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
@@ -46,17 +66,18 @@ func TestRouteCostsChargeBySlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _, _, err := get(t, ctx, ts, "/scan/small/x"); done <- err }()
-	if used := <-entered; used != 2 {
+	if used := inUse("a small scan", done); used != 2 {
 		t.Fatalf("a small scan holds %d slots, want 2 (longest prefix wins)", used)
 	}
 	go func() { _, _, err := get(t, ctx, ts, "/item/2"); done <- err }()
-	if used := <-entered; used != 3 {
+	if used := inUse("a point read", done); used != 3 {
 		t.Fatalf("a point read next to it: %d slots in use, want 3", used)
 	}
 	if resp, _, err := get(t, ctx, ts, "/scan"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a full scan with 3 of 4 slots taken: %v %v, want 503", resp, err)
 	}
 	close(release)
+	released = true
 	for range 2 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
