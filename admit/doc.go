@@ -61,7 +61,6 @@
 //     that runs it); LookupKind reports instead, for names from input.
 //   - Stats: an atomic snapshot of every counter; Observer: a hook per
 //     decision and per completion.
-//
 //   - Queue disciplines (Config.Discipline): FIFO (the zero value), LIFO
 //     and CoDel-style controlled delay; priority classes (Request.Class,
 //     Config.ClassShares, Config.ClassAging); deadline-aware admission;
