@@ -151,8 +151,12 @@ func (g *Gate) queuedOf(c Class) int {
 // unless that class is below its guaranteed share. It reports whether it
 // made room. Called with mu held.
 func (g *Gate) shedFor(cl Class) bool {
-	if g.qlen == 0 || cl.Rank() == NumClasses-1 {
-		return false
+	lower := false
+	for c := range numClasses {
+		lower = lower || (cl.Above(c) && g.queuedOf(c) > 0)
+	}
+	if !lower {
+		return false // the common case, one class: no walk over the queue
 	}
 	var used [numClasses]int64
 	if g.hasShares {
