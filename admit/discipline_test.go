@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -504,6 +505,21 @@ func TestSetQueuePolicyAndContextClass(t *testing.T) {
 		}
 		if admit.ClassFrom(context.Background()) != admit.ClassCritical {
 			t.Fatal("no class in the context is not the default")
+		}
+	})
+}
+
+func FuzzParseDiscipline(f *testing.F) {
+	for _, s := range []string{"fifo", "LIFO", "codel", "", "red"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := admit.ParseDiscipline(s)
+		if err == nil && d.String() != strings.ToLower(s) {
+			t.Fatalf("ParseDiscipline(%q) = %v", s, d)
+		}
+		if err != nil && !errors.Is(err, admit.ErrInvalidConfig) {
+			t.Fatalf("ParseDiscipline(%q) error %v does not wrap ErrInvalidConfig", s, err)
 		}
 	})
 }
