@@ -61,15 +61,70 @@
 //     that runs it); LookupKind reports instead, for names from input.
 //   - Stats: an atomic snapshot of every counter; Observer: a hook per
 //     decision and per completion.
+//   - Queue disciplines (Config.Discipline): FIFO (the zero value), LIFO
+//     and CoDel-style controlled delay; priority classes (Request.Class,
+//     Config.ClassShares, Config.ClassAging); deadline-aware admission;
+//     and the oldest waiter's age (Gate.OldestWait, Stats.OldestWait).
+//     See "Queues under pressure" below.
 //
 // Requests a gate cannot even consider (a weight outside 1..MaxCapacity, a
 // Kind handle it does not have) return ErrInvalidRequest and touch
 // nothing. Work heavier than the current capacity is refused at once
 // (ReasonFull) rather than queued, since it could never fit.
 //
+// # Queues under pressure
+//
+// A queue absorbs bursts; under a sustained overload it only adds its
+// length to every answer. The gate offers four tools against that.
+//
+// Disciplines. FIFO serves in arrival order. LIFO serves the newest
+// waiter first: under a standing overload the callers still waiting for
+// an answer are served, and the old ones run into MaxWait instead of
+// being served after their clients gave up. CoDel (controlled delay, as
+// Facebook described it in "Fail at Scale") is FIFO while the queue keeps
+// emptying, a newcomer waiting at most CoDelInterval (100 ms); once the
+// queue has not been empty for an interval, newcomers wait at most
+// CoDelTarget (5 ms) and the queue is served newest first, until it
+// drains. MaxWait still bounds every wait.
+//
+// Classes. A Request carries one of four classes (the SRE book's names):
+// critical_plus, critical (the zero value and default), sheddable_plus
+// and sheddable. Queued work is served by class, highest first; a full
+// queue sheds the newest waiter of the lowest class below a newcomer
+// (ReasonShed) instead of refusing the newcomer, and refuses a newcomer
+// with ReasonShed when the queue is full of more important work. So under
+// pressure the lower classes are refused first. Two rules keep that from
+// starving anyone: ClassShares guarantees a class a minimum share of the
+// slots (a class below it is served first and is never shed), and
+// ClassAging (MaxWait/2 by default) lets a waiter queued that long be
+// served as critical_plus when several classes are queued, so a stream of
+// higher classes cannot overtake old work for ever. ParseClass maps
+// unknown names to the default class, never to a better one.
+//
+// Deadlines. AcquireFor refuses at once, with ReasonDeadline, a caller
+// whose context deadline is nearer than its expected wait plus the gate's
+// recent hold time (the same moving average RetryAfter uses): its work
+// could not finish in time, so it should not take a place in the queue.
+// A waiter whose deadline passes while queued is never granted, even if
+// its context's timer has not fired yet, and a grant that races with the
+// end of its caller's context is handed on: expired work never starts.
+// The check needs hold-time samples (no NoTiming) and can be turned off
+// with NoDeadlineCheck. TryAcquire never looks at deadlines.
+//
+// Queue age. OldestWait is how long the oldest caller still queued has
+// waited: the sign of a queue that is not moving, long before its length
+// says so. It is in Stats, /state and metrics.
+//
+// None of this touches the fast path: one slot of the first kind and the
+// default class, with nobody queued, is still one CAS. The queue's order
+// is computed only when it holds another class or the discipline is not
+// FIFO, by a walk over the (bounded) queue per grant.
+//
 // # Fairness
 //
-// Exactly what the gate promises about order:
+// Exactly what the gate promises about order (for a FIFO gate with one
+// class; see above for the others, which change only the order in which
+// queued waiters are considered):
 //
 //   - A caller that does not queue (TryAcquire, or Acquire finding the
 //     queue empty) is admitted only if its slots are free and nobody is
@@ -100,11 +155,16 @@
 //
 // How that is checked: a linearizability check (porcupine) runs gates from
 // several goroutines at once and verifies that every history, Stats
-// snapshots included, is explained by a sequential model; a stress test
-// samples Stats while the gate is hammered and fails on any counter that
-// goes backwards; a property test predicts, step by step, which waiters are
-// granted or refused; and named mutants prove each of these tests fails
-// when the rule it guards is broken.
+// snapshots included, is explained by a sequential model (FIFO gates with
+// one class: the model does not cover the other disciplines); a stress
+// test samples Stats while the gate is hammered, classes and every
+// discipline included, and fails on any counter that goes backwards; two
+// property tests predict, step by step, which waiters are granted or
+// refused (one for FIFO with weights, capacity changes and time-outs, one
+// for classes, shares, shedding and LIFO, which also checks that no class
+// below its share waits while a slot it fits is free); synctest tests pin
+// down CoDel, aging and deadlines; and named mutants prove each of these
+// tests fails when the rule it guards is broken.
 //
 // # RetryAfter
 //

@@ -130,3 +130,26 @@ func ExampleRejectedError() {
 	fmt.Println(rej.Reason(), rej.Reason().Overload(), errors.Is(err, admit.ErrClosed), rej.RetryAfterSeconds())
 	// Output: closed false true 1
 }
+
+// A gate that serves critical work first and sheds sheddable work under
+// pressure, while keeping a tenth of its slots for sheddable work so it
+// never starves.
+func ExampleClassShares() {
+	g, err := admit.New(admit.Config{
+		Name: "search", Capacity: 10, MaxWaiters: 50, MaxWait: 200 * time.Millisecond,
+		Discipline:  admit.DisciplineCoDel,
+		ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1},
+	})
+	if err != nil {
+		panic(err)
+	}
+	class, _ := admit.ParseClass("sheddable") // e.g. from a request header
+	p, err := g.AcquireFor(context.Background(), admit.Request{Class: class})
+	if err != nil {
+		fmt.Println("refused:", err)
+		return
+	}
+	defer p.Done(admit.OutcomeOK)
+	fmt.Println("admitted", class, "work; oldest waiter:", g.OldestWait())
+	// Output: admitted sheddable work; oldest waiter: 0s
+}

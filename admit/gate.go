@@ -71,6 +71,12 @@ func doneField(s uint64) uint64 { return s >> doneShift & doneMask }
 //	SampleEvery    every permit with an Observer, else   error
 //	               DefaultSampleEvery (8)
 //	MaxRetryAfter  DefaultMaxRetryAfter (30s)            error
+//	Discipline     DisciplineFIFO                        -
+//	CoDelTarget    DefaultCoDelTarget (5ms)              error
+//	CoDelInterval  DefaultCoDelInterval (100ms)          error
+//	ClassShares    no guaranteed shares                  error
+//	ClassAging     MaxWait/2 (500ms without a MaxWait)   queued age never counts
+//	NoDeadlineCheck deadline-aware admission on          -
 type Config struct {
 	// Name is the gate's label in errors and metrics ("disk", "upstream").
 	// Empty means "default". Letters, digits, '_', '-' and '.', at most 64.
@@ -126,6 +132,43 @@ type Config struct {
 	// MaxRetryAfter caps the suggested RetryAfter. Zero means
 	// DefaultMaxRetryAfter; negative is an error.
 	MaxRetryAfter time.Duration
+
+	// Discipline is the order the queue is served in (within a class; see
+	// Class): FIFO (the zero value), LIFO or CoDel. It matters only with a
+	// queue.
+	Discipline Discipline
+
+	// CoDelTarget and CoDelInterval tune DisciplineCoDel: once the queue
+	// has not been empty for CoDelInterval, a newcomer waits at most
+	// CoDelTarget (and MaxWait), else at most CoDelInterval (and MaxWait).
+	// Zero means DefaultCoDelTarget and DefaultCoDelInterval; negative is
+	// an error, and so is a target above the interval.
+	CoDelTarget, CoDelInterval time.Duration
+
+	// ClassShares guarantees classes a minimum share of the capacity (see
+	// ClassShares). The zero value guarantees nothing.
+	ClassShares ClassShares
+
+	// ClassAging is how long a queued caller waits before its class stops
+	// mattering: when the queue holds more than one class, a waiter queued
+	// for ClassAging is served as if it were critical_plus, so a steady
+	// stream of higher classes cannot overtake old work for ever. Zero
+	// means MaxWait/2 (500ms when MaxWait is negative); negative means
+	// queued age never counts.
+	ClassAging time.Duration
+
+	// ContextClass makes AcquireFor take the class from the caller's
+	// context (see WithClass) when the Request leaves it zero: for gates
+	// entered deep inside code that does not know about classes, such as
+	// a file server's disk reads, while a middleware read the class from
+	// the request. Off by default, as it costs a context lookup.
+	ContextClass bool
+
+	// NoDeadlineCheck turns off deadline-aware admission: by default, when
+	// the gate measures hold times, AcquireFor refuses at once (ReasonDeadline)
+	// a caller whose context deadline is nearer than its expected wait
+	// plus the recent hold time, since its work could not finish in time.
+	NoDeadlineCheck bool
 }
 
 // Kind is a gate-local handle for a kind of work, from Gate.Kind or
@@ -141,6 +184,9 @@ type Request struct {
 	// or above MaxCapacity is an invalid request; above the gate's capacity
 	// is refused at once (ReasonFull), since it could never fit.
 	Weight int64
+	// Class is the work's criticality. Zero is ClassCritical, the default;
+	// a value outside the defined classes is an invalid request.
+	Class Class
 }
 
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,64}$`)
@@ -197,6 +243,20 @@ type Gate struct {
 	foldAt        uint64
 
 	perKind []kindCounters
+	// perClass counts the classes other than the default one; the default
+	// class's counts are the gate's totals minus these.
+	perClass [numClasses]classCounters
+
+	discipline    Discipline // guarded by mu; disciplineNow is its lock-free copy
+	disciplineNow atomic.Uint32
+	contextClass  atomic.Bool
+	codelTarget   time.Duration
+	codelInterval time.Duration
+	shares        ClassShares
+	hasShares     bool
+	aging         time.Duration // <0: never
+	deadlineCheck bool
+	oldest        atomic.Int64 // enqueue time of the oldest waiter, ns since epoch + 1; 0 when none
 
 	// mu guards the wait queue and the closed flag. It is never held while
 	// calling an Observer or waiting.
@@ -205,6 +265,20 @@ type Gate struct {
 	tail   *waiter
 	qlen   int
 	closed bool
+	// guarded by mu as well:
+	classQueued int             // queued waiters of a class other than the default
+	classQ      [numClasses]int // queued waiters per class other than the default
+	queueSince  int64           // when the queue last went from empty to not empty, ns since epoch
+	seq         uint64          // arrival number of the last queued waiter
+	round       uint64          // grant passes, to mark waiters visited in one
+}
+
+// classCounters are the counts of one class other than the default.
+type classCounters struct {
+	admitted atomic.Uint64
+	rejected [numReasons]atomic.Uint64
+	waiting  atomic.Int64
+	used     atomic.Int64 // slots held, granted waiters included
 }
 
 // kindCounters are the counts of one kind, except those of fast permits,
@@ -301,6 +375,9 @@ func New(cfg Config) (*Gate, error) {
 	}
 	g.kinds = append([]string(nil), kinds...)
 	g.perKind = make([]kindCounters, len(g.kinds))
+	if err := g.configureQueue(cfg); err != nil {
+		return nil, err
+	}
 	g.bare = !g.timed && g.obs == nil
 	g.capacity.Store(c)
 	g.setCap.Store(c)
@@ -416,7 +493,7 @@ func (g *Gate) tryAcquire() (Permit, error) {
 		if used := int64(s&usedMask) + 1; used > g.peak.Load() {
 			g.raisePeak(used)
 		}
-		return g.admitted(0, 1, metaFast, 0), nil
+		return g.admitted(0, 1, 0, metaFast, 0), nil
 	}
 	return g.TryAcquireFor(Request{})
 }
@@ -425,15 +502,15 @@ func (g *Gate) tryAcquire() (Permit, error) {
 // An invalid request (see Request) returns an error wrapping
 // ErrInvalidRequest and touches nothing.
 func (g *Gate) TryAcquireFor(r Request) (Permit, error) {
-	k, n, err := g.check(r)
+	k, n, cl, err := g.check(r)
 	if err != nil {
 		return Permit{}, err
 	}
-	flags, reason := g.decideNow(k, n)
+	flags, reason := g.decideNow(k, n, cl)
 	if reason != ReasonNone {
 		return Permit{}, g.rejection(k, n, reason, 0)
 	}
-	return g.admitted(k, n, flags, 0), nil
+	return g.admitted(k, n, cl, flags, 0), nil
 }
 
 // Acquire takes one slot for work of the gate's first kind, waiting in
@@ -452,39 +529,50 @@ func (g *Gate) Acquire(ctx context.Context) (Permit, error) {
 // invalid request (see Request) returns an error wrapping
 // ErrInvalidRequest and touches nothing.
 func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
-	k, n, err := g.check(r)
+	k, n, cl, err := g.check(r)
 	if err != nil {
 		return Permit{}, err
 	}
+	if cl == 0 && g.contextClass.Load() {
+		cl = ClassFrom(ctx)
+	}
 	if err := ctx.Err(); err != nil {
-		return Permit{}, g.refuse(k, n, ctxReason(err))
+		return Permit{}, g.refuse(k, n, cl, ctxReason(err))
+	}
+	if g.deadlineCheck {
+		if dl, ok := ctx.Deadline(); ok && g.tooLate(dl, n) {
+			return Permit{}, g.refuse(k, n, cl, ReasonDeadline)
+		}
 	}
 	if g.maxWaiters == 0 {
-		flags, reason := g.decideNow(k, n)
+		flags, reason := g.decideNow(k, n, cl)
 		if reason != ReasonNone {
 			return Permit{}, g.rejection(k, n, reason, 0)
 		}
-		return g.admitted(k, n, flags, 0), nil
+		return g.admitted(k, n, cl, flags, 0), nil
 	}
-	if flags, ok := g.tryTake(k, n, false); ok {
-		return g.admitted(k, n, flags, 0), nil
+	if flags, ok := g.tryTake(k, n, cl, false); ok {
+		return g.admitted(k, n, cl, flags, 0), nil
 	}
-	return g.wait(ctx, k, n)
+	return g.wait(ctx, k, n, cl)
 }
 
 // check validates a request before anything is touched.
-func (g *Gate) check(r Request) (Kind, int64, error) {
+func (g *Gate) check(r Request) (Kind, int64, Class, error) {
 	n := r.Weight
 	if n == 0 {
 		n = 1
 	}
 	if n < 1 || n > MaxCapacity {
-		return 0, 0, fmt.Errorf("%w: gate %q: weight %d outside 1..%d", ErrInvalidRequest, g.name, r.Weight, MaxCapacity)
+		return 0, 0, 0, fmt.Errorf("%w: gate %q: weight %d outside 1..%d", ErrInvalidRequest, g.name, r.Weight, MaxCapacity)
 	}
 	if int(r.Kind) >= len(g.kinds) {
-		return 0, 0, fmt.Errorf("%w: gate %q: no kind %d (it has %d kinds)", ErrInvalidRequest, g.name, r.Kind, len(g.kinds))
+		return 0, 0, 0, fmt.Errorf("%w: gate %q: no kind %d (it has %d kinds)", ErrInvalidRequest, g.name, r.Kind, len(g.kinds))
 	}
-	return r.Kind, n, nil
+	if r.Class >= numClasses {
+		return 0, 0, 0, fmt.Errorf("%w: gate %q: no class %d", ErrInvalidRequest, g.name, r.Class)
+	}
+	return r.Kind, n, r.Class, nil
 }
 
 // Close refuses all queued and future acquisitions with ReasonClosed.
@@ -564,12 +652,13 @@ func (g *Gate) take(n int64, pastQueue bool) (int64, bool) {
 
 // tryTake takes and counts k,n without queueing if the slots are free,
 // and returns the permit flags to build it with. A fast permit (first
-// kind, one slot) is one CAS; any other is counted under acct.
-func (g *Gate) tryTake(k Kind, n int64, pastQueue bool) (uint64, bool) {
+// kind, one slot, default class) is one CAS; any other is counted under
+// acct.
+func (g *Gate) tryTake(k Kind, n int64, cl Class, pastQueue bool) (uint64, bool) {
 	var used int64
 	var ok bool
 	flags := uint64(0)
-	if k == 0 && n == 1 {
+	if k == 0 && n == 1 && cl == 0 {
 		used, ok = g.take(1, pastQueue)
 		flags = metaFast
 	} else {
@@ -577,6 +666,7 @@ func (g *Gate) tryTake(k Kind, n int64, pastQueue bool) (uint64, bool) {
 		if used, ok = g.take(n, pastQueue); ok {
 			g.slowUsed.Add(n)
 			g.perKind[k].admitted.Add(1)
+			g.countClassAdmitted(cl, n)
 		}
 		g.acct.RUnlock()
 	}
@@ -590,8 +680,8 @@ func (g *Gate) tryTake(k Kind, n int64, pastQueue bool) (uint64, bool) {
 // they are free and nobody is queued ahead, else it counts a refusal. The
 // look at the slots and the count are one step as Stats sees it, so no
 // snapshot can show the slots free and the refusal not yet counted.
-func (g *Gate) decideNow(k Kind, n int64) (flags uint64, r Reason) {
-	fast := k == 0 && n == 1
+func (g *Gate) decideNow(k Kind, n int64, cl Class) (flags uint64, r Reason) {
+	fast := k == 0 && n == 1 && cl == 0
 	if fast {
 		if used, ok := g.take(1, false); ok {
 			if used > g.peak.Load() {
@@ -607,6 +697,7 @@ func (g *Gate) decideNow(k Kind, n int64) (flags uint64, r Reason) {
 		} else {
 			g.slowUsed.Add(n)
 			g.perKind[k].admitted.Add(1)
+			g.countClassAdmitted(cl, n)
 		}
 		g.acct.RUnlock()
 		if used > g.peak.Load() {
@@ -616,6 +707,7 @@ func (g *Gate) decideNow(k Kind, n int64) (flags uint64, r Reason) {
 	}
 	r = g.fullReason()
 	g.perKind[k].rejected[r].Add(1)
+	g.countClassRejected(cl, r)
 	g.acct.RUnlock()
 	return 0, r
 }
@@ -637,7 +729,7 @@ func ctxReason(err error) Reason {
 
 // admitted builds the permit for slots just taken and counted, and tells
 // the observer.
-func (g *Gate) admitted(k Kind, n int64, flags uint64, wait time.Duration) Permit {
+func (g *Gate) admitted(k Kind, n int64, cl Class, flags uint64, wait time.Duration) Permit {
 	if g.obs != nil {
 		g.observeAdmitted(k, n, wait)
 	}
@@ -647,7 +739,7 @@ func (g *Gate) admitted(k Kind, n int64, flags uint64, wait time.Duration) Permi
 	} else if g.obs == nil {
 		flags |= metaPlain
 	}
-	return Permit{ref: gateRef{g}, meta: permitMeta(n, k) | flags, start: start}
+	return Permit{ref: gateRef{g}, meta: permitMeta(n, k, cl) | flags, start: start}
 }
 
 // observeAdmitted is out of line to keep the admission path's frame small.
@@ -689,9 +781,10 @@ func (g *Gate) updateFastLimit() {
 // error. Even a one-counter step goes under acct: only the fast path's
 // single operation on the state word may run while Stats reads, so that
 // a snapshot never shows a refusal without the admission that caused it.
-func (g *Gate) refuse(k Kind, n int64, r Reason) *RejectedError {
+func (g *Gate) refuse(k Kind, n int64, cl Class, r Reason) *RejectedError {
 	g.acct.RLock()
 	g.perKind[k].rejected[r].Add(1)
+	g.countClassRejected(cl, r)
 	g.acct.RUnlock()
 	return g.rejection(k, n, r, 0)
 }
@@ -801,7 +894,7 @@ func (g *Gate) fold() {
 }
 
 // releaseSlow ends any permit but a fast one with outcome ok.
-func (g *Gate) releaseSlow(k Kind, n int64, o Outcome, fast bool) {
+func (g *Gate) releaseSlow(k Kind, n int64, cl Class, o Outcome, fast bool) {
 	g.acct.RLock()
 	for {
 		s := g.state.Load()
@@ -817,6 +910,9 @@ func (g *Gate) releaseSlow(k Kind, n int64, o Outcome, fast bool) {
 		g.fastFailed.Add(1)
 	} else {
 		g.slowUsed.Add(-n)
+		if cl != 0 {
+			g.perClass[cl].used.Add(-n)
+		}
 	}
 	g.perKind[k].completed[o].Add(1)
 	g.acct.RUnlock()

@@ -42,16 +42,20 @@ type Permit struct {
 // registers, and a Permit is returned from every acquisition (a fifth
 // field tripled the cost of TryAcquire+Done).
 const (
-	metaKindShift = 32
-	metaDone      = 1 << 48
-	metaFast      = 1 << 49 // one slot, first kind, admitted without queueing: counted in the state word
-	metaPlain     = 1 << 50 // neither timed nor observed: nothing to do on release but the release
+	metaKindShift  = 32
+	metaDone       = 1 << 48
+	metaFast       = 1 << 49 // one slot, first kind, admitted without queueing: counted in the state word
+	metaPlain      = 1 << 50 // neither timed nor observed: nothing to do on release but the release
+	metaClassShift = 51      // bits 51-52: the class
 )
 
-func permitMeta(n int64, k Kind) uint64 { return uint64(n) | uint64(k)<<metaKindShift }
+func permitMeta(n int64, k Kind, cl Class) uint64 {
+	return uint64(n) | uint64(k)<<metaKindShift | uint64(cl)<<metaClassShift
+}
 
 func (p *Permit) weight() int64 { return int64(uint32(p.meta)) }
 func (p *Permit) kind() Kind    { return Kind(uint16(p.meta >> metaKindShift)) }
+func (p *Permit) class() Class  { return Class(p.meta >> metaClassShift & 3) }
 func (p *Permit) ended() bool   { return p.meta&metaDone != 0 }
 
 // Done releases the permit's slots and records how the work ended.
@@ -101,7 +105,7 @@ func (p *Permit) release(o Outcome) {
 	if p.meta&metaFast != 0 && o == OutcomeOK {
 		g.releaseFastOK()
 	} else {
-		g.releaseSlow(k, n, o, p.meta&metaFast != 0)
+		g.releaseSlow(k, n, p.class(), o, p.meta&metaFast != 0)
 	}
 	if p.start != 0 {
 		g.recordHold(hold, o)

@@ -11,6 +11,8 @@ const (
 	waiterGranted // its slots are taken and counted in slowUsed; it still counts as waiting
 	waiterClosed  // the gate closed
 	waiterTooBig  // the capacity shrank below its weight
+	waiterShed    // pushed out of a full queue by a higher class
+	waiterExpired // its deadline passed before a slot was free
 )
 
 // A waiter is one caller queued in Acquire. It sits in the gate's
@@ -19,6 +21,11 @@ const (
 type waiter struct {
 	n          int64
 	kind       Kind
+	class      Class
+	seq        uint64        // arrival order
+	enq        int64         // when it queued, ns since the gate's epoch
+	deadline   int64         // its context's deadline, ns since the gate's epoch; 0 for none
+	visit      uint64        // the last grant pass that looked at it
 	state      int           // guarded by Gate.mu
 	overtaken  int           // times a later waiter went first; guarded by Gate.mu
 	ready      chan struct{} // buffered(1): granted, closed or too big
@@ -27,37 +34,61 @@ type waiter struct {
 
 // wait queues the caller and blocks until it is granted, refused or gives
 // up. The caller has already failed the fast path.
-func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
+func (g *Gate) wait(ctx context.Context, k Kind, n int64, cl Class) (Permit, error) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return Permit{}, g.refuse(k, n, ReasonClosed)
+		return Permit{}, g.refuse(k, n, cl, ReasonClosed)
 	}
 	if n > g.capacity.Load() {
 		// It could never fit: refuse now rather than block the queue.
 		g.mu.Unlock()
-		return Permit{}, g.refuse(k, n, ReasonFull)
+		return Permit{}, g.refuse(k, n, cl, ReasonFull)
 	}
 	// Announce ourselves before the last look at the slots: a release
 	// that misses this announcement happened before it, so take sees its
 	// slot; one that sees it will grant from the queue after we link.
 	g.announce()
 	if g.head == nil {
-		if flags, ok := g.tryTake(k, n, true); ok {
+		if flags, ok := g.tryTake(k, n, cl, true); ok {
 			g.unannounce()
 			g.mu.Unlock()
-			return g.admitted(k, n, flags, 0), nil
+			return g.admitted(k, n, cl, flags, 0), nil
 		}
 	}
-	if g.qlen >= g.maxWaiters {
+	if g.qlen >= g.maxWaiters && !g.shedFor(cl) {
+		r := ReasonQueueFull
+		if g.queueHasAbove(cl) {
+			r = ReasonShed // the queue is full of more important work
+		}
 		g.unannounce()
 		g.mu.Unlock()
-		return Permit{}, g.refuse(k, n, ReasonQueueFull)
+		return Permit{}, g.refuse(k, n, cl, r)
 	}
-	w := &waiter{n: n, kind: k, ready: make(chan struct{}, 1)}
+	now := g.now()
+	maxWait := g.maxWait
+	if g.discipline == DisciplineCoDel {
+		// Controlled delay: a newcomer to a queue that has stood for an
+		// interval may wait only the target.
+		limit := g.codelInterval
+		if g.qlen > 0 && time.Duration(now-g.queueSince) > g.codelInterval {
+			limit = g.codelTarget
+		}
+		if maxWait <= 0 || limit < maxWait {
+			maxWait = limit
+		}
+	}
+	g.seq++
+	w := &waiter{n: n, kind: k, class: cl, seq: g.seq, enq: now, ready: make(chan struct{}, 1)}
+	if dl, ok := ctx.Deadline(); ok {
+		w.deadline = max(int64(dl.Sub(g.epoch)), 1)
+	}
 	g.link(w) // the announcement now counts this waiter
 	g.acct.RLock()
 	g.perKind[k].waiting.Add(1)
+	if cl != 0 {
+		g.perClass[cl].waiting.Add(1)
+	}
 	g.acct.RUnlock()
 	// Free slots held back from a big head waiter may go to us if the
 	// overtaking rule allows it.
@@ -66,14 +97,19 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 
 	start := time.Now()
 	var timeout <-chan time.Time
-	if g.maxWait > 0 {
-		t := time.NewTimer(g.maxWait)
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
 		defer t.Stop()
 		timeout = t.C
 	}
 	reason := ReasonNone
 	select {
 	case <-w.ready:
+		if err := ctx.Err(); err != nil {
+			// Granted, but the caller's context ended too: work whose
+			// caller is gone never starts.
+			reason = ctxReason(err)
+		}
 	case <-ctx.Done():
 		reason = ctxReason(ctx.Err())
 	case <-timeout:
@@ -92,14 +128,22 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 	g.mu.Unlock()
 
 	kc := &g.perKind[k]
+	var cc *classCounters
+	if cl != 0 {
+		cc = &g.perClass[cl]
+	}
 	switch {
 	case state == waiterGranted && reason == ReasonNone:
 		// Take the slot up: the caller stops waiting and is admitted.
 		g.acct.RLock()
 		kc.waiting.Add(-1)
 		kc.admitted.Add(1)
+		if cc != nil {
+			cc.waiting.Add(-1)
+			cc.admitted.Add(1)
+		}
 		g.acct.RUnlock()
-		return g.admitted(k, n, 0, waited), nil
+		return g.admitted(k, n, cl, 0, waited), nil
 	case state == waiterGranted:
 		// Granted at the moment we gave up: hand the slots back and on.
 		g.acct.RLock()
@@ -107,28 +151,43 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64) (Permit, error) {
 		g.slowUsed.Add(-n)
 		kc.waiting.Add(-1)
 		kc.rejected[reason].Add(1)
+		if cc != nil {
+			cc.used.Add(-n)
+			cc.waiting.Add(-1)
+			cc.rejected[reason].Add(1)
+		}
 		g.acct.RUnlock()
 		if g.queued.Load() > 0 {
 			g.grant()
 		}
 	case state == waiterClosed:
 		reason = ReasonClosed
-		g.unwait(kc, reason)
+		g.unwait(kc, cc, reason)
 	case state == waiterTooBig:
 		reason = ReasonFull
-		g.unwait(kc, reason)
+		g.unwait(kc, cc, reason)
+	case state == waiterShed:
+		reason = ReasonShed
+		g.unwait(kc, cc, reason)
+	case state == waiterExpired:
+		reason = ReasonDeadline
+		g.unwait(kc, cc, reason)
 	default:
-		g.unwait(kc, reason)
+		g.unwait(kc, cc, reason)
 	}
 	return Permit{}, g.rejection(k, n, reason, waited)
 }
 
 // unwait counts a waiter's refusal: it stops waiting and is rejected, in
 // one step as Stats sees it.
-func (g *Gate) unwait(kc *kindCounters, r Reason) {
+func (g *Gate) unwait(kc *kindCounters, cc *classCounters, r Reason) {
 	g.acct.RLock()
 	kc.waiting.Add(-1)
 	kc.rejected[r].Add(1)
+	if cc != nil {
+		cc.waiting.Add(-1)
+		cc.rejected[r].Add(1)
+	}
 	g.acct.RUnlock()
 }
 
@@ -145,8 +204,13 @@ func (g *Gate) grant() {
 // fits: bounded head-of-line blocking in both directions. Every queued
 // waiter fits the capacity (SetCapacity refuses those that no longer do).
 func (g *Gate) grantLocked() {
+	if g.discipline != DisciplineFIFO || g.classQueued > 0 {
+		g.grantOrdered()
+		return
+	}
 	c := g.capacity.Load()
 	var blocked *waiter
+	var now int64
 	for w := g.head; w != nil; {
 		next := w.next
 		if int64(g.state.Load()&usedMask) >= c {
@@ -154,6 +218,15 @@ func (g *Gate) grantLocked() {
 		}
 		if blocked != nil && blocked.overtaken >= g.maxOvertakes {
 			return
+		}
+		if w.deadline != 0 {
+			if now == 0 {
+				now = g.now()
+			}
+			if g.expire(w, now) {
+				w = next
+				continue
+			}
 		}
 		g.acct.RLock()
 		used, ok := g.take(w.n, true)
@@ -187,9 +260,17 @@ func (g *Gate) link(w *waiter) {
 		g.tail.next = w
 	} else {
 		g.head = w
+		g.oldest.Store(w.enq + 1)
+	}
+	if g.qlen == 0 {
+		g.queueSince = w.enq
 	}
 	g.tail = w
 	g.qlen++
+	if w.class != 0 {
+		g.classQueued++
+		g.classQ[w.class]++
+	}
 }
 
 // unlink removes w from the queue; the queued count drops with it.
@@ -198,6 +279,15 @@ func (g *Gate) unlink(w *waiter) {
 		w.prev.next = w.next
 	} else {
 		g.head = w.next
+		if g.head != nil {
+			g.oldest.Store(g.head.enq + 1)
+		} else {
+			g.oldest.Store(0)
+		}
+	}
+	if w.class != 0 {
+		g.classQueued--
+		g.classQ[w.class]--
 	}
 	if w.next != nil {
 		w.next.prev = w.prev

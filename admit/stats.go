@@ -67,7 +67,23 @@ type Stats struct {
 
 	Misuse uint64 // Done called on a permit that was already done, or an over-release
 
+	// OldestWait is how long the oldest caller still queued has waited (0
+	// when nobody is queued): the "oldest task is not moving" signal.
+	OldestWait time.Duration
+
 	Kinds []KindStats // per kind, in the gate's kind order
+	// Classes is per class, indexed by Class (ClassCritical, the default,
+	// first). Its counts add up to the gate's.
+	Classes [NumClasses]ClassStats
+}
+
+// ClassStats is the part of a Stats snapshot for one class.
+type ClassStats struct {
+	Class    Class
+	Admitted uint64
+	Rejected ReasonCounts
+	InUse    int64 // slots held, including granted waiters not yet awake
+	Waiting  int64
 }
 
 // KindStats is the part of a Stats snapshot for one kind.
@@ -112,6 +128,15 @@ func (g *Gate) Stats() Stats {
 		ks.Waiting = kc.waiting.Load()
 	}
 	s.Queued = g.queued.Load()
+	for c := Class(1); c < numClasses; c++ {
+		cc, cs := &g.perClass[c], &s.Classes[c]
+		cs.Admitted = cc.admitted.Load()
+		for r := range cs.Rejected {
+			cs.Rejected[r] = cc.rejected[r].Load()
+		}
+		cs.InUse = cc.used.Load()
+		cs.Waiting = cc.waiting.Load()
+	}
 	g.acct.Unlock()
 
 	// Fast permits: those completed ok are counted in the word (and in
@@ -145,6 +170,20 @@ func (g *Gate) Stats() Stats {
 	s.HoldTime = seconds(g.holdSeconds.Load())
 	s.HoldSamples = g.holdSamples.Load()
 	s.RecentHold = time.Duration(g.holdEWMA.Load())
+	s.OldestWait = g.OldestWait()
+	// The default class has what the others do not.
+	d := &s.Classes[ClassCritical]
+	d.Admitted, d.Rejected, d.InUse, d.Waiting = s.Admitted, s.Rejected, s.InUse, s.Waiting
+	for c := Class(1); c < numClasses; c++ {
+		cs := &s.Classes[c]
+		cs.Class = c
+		d.Admitted -= cs.Admitted
+		d.InUse -= cs.InUse
+		d.Waiting -= cs.Waiting
+		for r := range cs.Rejected {
+			d.Rejected[r] -= cs.Rejected[r]
+		}
+	}
 	return s
 }
 

@@ -27,16 +27,26 @@ func TestStatsNeverGoBackwards(t *testing.T) {
 		{Capacity: 3, Kinds: []string{"a", "b", "c"}, SampleEvery: 1},
 	} {
 		t.Run(fmt.Sprintf("queue=%d,timed=%v", cfg.MaxWaiters, !cfg.NoTiming), func(t *testing.T) {
-			stress(t, cfg, []admit.Kind{1, 2})
+			stress(t, cfg, []admit.Kind{1, 2}, false)
+		})
+	}
+	// Classes, shares and the other disciplines: every request draws a
+	// class, and the per-class counts must keep up too.
+	shares := admit.ClassShares{admit.ClassSheddable: 0.25, admit.ClassCriticalPlus: 0.25}
+	for _, d := range []admit.Discipline{admit.DisciplineFIFO, admit.DisciplineLIFO, admit.DisciplineCoDel} {
+		t.Run("classes,"+d.String(), func(t *testing.T) {
+			stress(t, admit.Config{Capacity: 4, MaxWaiters: 6, MaxWait: 2 * time.Millisecond, Kinds: []string{"a", "b"},
+				Discipline: d, ClassShares: shares, ClassAging: time.Millisecond, CoDelTarget: 100 * time.Microsecond,
+				CoDelInterval: time.Millisecond}, []admit.Kind{0, 1}, true)
 		})
 	}
 	// The fast path (first kind, one slot) and the others mixed.
 	t.Run("fast+slow", func(t *testing.T) {
-		stress(t, admit.Config{Capacity: 3, MaxWaiters: 4, MaxWait: time.Millisecond, Kinds: []string{"a", "b"}}, []admit.Kind{0, 1})
+		stress(t, admit.Config{Capacity: 3, MaxWaiters: 4, MaxWait: time.Millisecond, Kinds: []string{"a", "b"}}, []admit.Kind{0, 1}, false)
 	})
 }
 
-func stress(t *testing.T, cfg admit.Config, kinds []admit.Kind) {
+func stress(t *testing.T, cfg admit.Config, kinds []admit.Kind, classes bool) {
 	g := mustGate(t, cfg)
 	const workers, rounds = 6, 1500
 	var stop atomic.Bool
@@ -50,21 +60,25 @@ func stress(t *testing.T, cfg admit.Config, kinds []admit.Kind) {
 				if k == 0 {
 					n = 1
 				}
+				var cl admit.Class
+				if classes {
+					cl = admit.Class(rng.IntN(admit.NumClasses))
+				}
 				var p admit.Permit
 				var err error
 				switch rng.IntN(3) {
 				case 0:
-					p, err = g.TryAcquireFor(admit.Request{Kind: k, Weight: n})
+					p, err = g.TryAcquireFor(admit.Request{Kind: k, Weight: n, Class: cl})
 				case 1:
 					ctx, cancel := context.WithCancel(context.Background())
 					if i%5 == 0 {
 						cancel()
 					}
-					p, err = g.AcquireFor(ctx, admit.Request{Kind: k, Weight: n})
+					p, err = g.AcquireFor(ctx, admit.Request{Kind: k, Weight: n, Class: cl})
 					cancel()
 				default:
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(500))*time.Microsecond)
-					p, err = g.AcquireFor(ctx, admit.Request{Kind: k, Weight: n})
+					p, err = g.AcquireFor(ctx, admit.Request{Kind: k, Weight: n, Class: cl})
 					cancel()
 				}
 				if err == nil {
@@ -148,6 +162,20 @@ func backwards(prev, s admit.Stats, capacity int64) string {
 		for o := range admit.NumOutcomes {
 			add(fmt.Sprintf("%s.completed[%s]", k.Kind, admit.Outcome(o)), p.Completed[o], k.Completed[o])
 		}
+	}
+	var classInUse int64
+	for c, cs := range s.Classes {
+		if cs.InUse < 0 || cs.InUse > capacity || cs.Waiting < 0 {
+			return fmt.Sprintf("class %v: in use %d waiting %d", admit.Class(c), cs.InUse, cs.Waiting)
+		}
+		classInUse += cs.InUse
+		add(fmt.Sprintf("class %v admitted", admit.Class(c)), prev.Classes[c].Admitted, cs.Admitted)
+		for r := range admit.NumReasons {
+			add(fmt.Sprintf("class %v rejected[%s]", admit.Class(c), admit.Reason(r)), prev.Classes[c].Rejected[r], cs.Rejected[r])
+		}
+	}
+	if classInUse != s.InUse {
+		return fmt.Sprintf("classes hold %d slots, the gate %d", classInUse, s.InUse)
 	}
 	for _, c := range pairs {
 		if c.next < c.old || c.next > absurd {

@@ -30,6 +30,9 @@ type GateMetrics struct {
 
 	offered, admitted, rejected, completed    *prometheus.Desc
 	inflight, waiting, capacity, peak, misuse *prometheus.Desc
+	oldestWait                                *prometheus.Desc
+	classAdmitted, classRejected              *prometheus.Desc
+	classInUse, classWaiting                  *prometheus.Desc
 }
 
 // NewGateMetrics returns an empty GateMetrics. Build gates with its
@@ -56,6 +59,12 @@ func NewGateMetrics() *GateMetrics {
 		capacity:  prometheus.NewDesc("sluice_admission_capacity", "Slots the gate has.", []string{"gate"}, nil),
 		peak:      prometheus.NewDesc("sluice_admission_peak_in_use", "Most slots ever held at once.", []string{"gate"}, nil),
 		misuse:    prometheus.NewDesc("sluice_admission_misuse_total", "Permits ended more than once (the extra ends freed nothing).", []string{"gate"}, nil),
+		oldestWait: prometheus.NewDesc("sluice_admission_oldest_wait_seconds",
+			"How long the oldest caller still queued has waited (0: nobody queued). A value that keeps growing means the queue is not moving.", []string{"gate"}, nil),
+		classAdmitted: prometheus.NewDesc("sluice_admission_class_admitted_total", "Attempts that got a slot, by priority class (exported once a gate sees a class other than the default).", []string{"gate", "class"}, nil),
+		classRejected: prometheus.NewDesc("sluice_admission_class_rejected_total", "Attempts refused, by priority class and reason.", []string{"gate", "class", "reason"}, nil),
+		classInUse:    prometheus.NewDesc("sluice_admission_class_in_use", "Slots held, by priority class.", []string{"gate", "class"}, nil),
+		classWaiting:  prometheus.NewDesc("sluice_admission_class_waiting", "Attempts queued, by priority class.", []string{"gate", "class"}, nil),
 	}
 }
 
@@ -145,7 +154,8 @@ func (m *GateMetrics) ObserveCompletion(e admit.CompletionEvent) {
 
 // Describe implements prometheus.Collector.
 func (m *GateMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.offered, m.admitted, m.rejected, m.completed, m.inflight, m.waiting, m.capacity, m.peak, m.misuse} {
+	for _, d := range []*prometheus.Desc{m.offered, m.admitted, m.rejected, m.completed, m.inflight, m.waiting, m.capacity, m.peak, m.misuse,
+		m.oldestWait, m.classAdmitted, m.classRejected, m.classInUse, m.classWaiting} {
 		ch <- d
 	}
 	m.wait.Describe(ch)
@@ -174,9 +184,33 @@ func (m *GateMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(s.Capacity), s.Gate)
 		ch <- prometheus.MustNewConstMetric(m.peak, prometheus.GaugeValue, float64(s.PeakInUse), s.Gate)
 		ch <- prometheus.MustNewConstMetric(m.misuse, prometheus.CounterValue, float64(s.Misuse), s.Gate)
+		ch <- prometheus.MustNewConstMetric(m.oldestWait, prometheus.GaugeValue, s.OldestWait.Seconds(), s.Gate)
+		if classesUsed(&s) {
+			for _, cs := range s.Classes {
+				c := cs.Class.String()
+				ch <- prometheus.MustNewConstMetric(m.classAdmitted, prometheus.CounterValue, float64(cs.Admitted), s.Gate, c)
+				for r := admit.ReasonNone + 1; int(r) < admit.NumReasons; r++ {
+					ch <- prometheus.MustNewConstMetric(m.classRejected, prometheus.CounterValue, float64(cs.Rejected[r]), s.Gate, c, r.String())
+				}
+				ch <- prometheus.MustNewConstMetric(m.classInUse, prometheus.GaugeValue, float64(cs.InUse), s.Gate, c)
+				ch <- prometheus.MustNewConstMetric(m.classWaiting, prometheus.GaugeValue, float64(cs.Waiting), s.Gate, c)
+			}
+		}
 	}
 	m.wait.Collect(ch)
 	m.hold.Collect(ch)
+}
+
+// classesUsed reports whether the gate has seen a class other than the
+// default: gates that never do export no per-class series.
+func classesUsed(s *admit.Stats) bool {
+	for c := 1; c < admit.NumClasses; c++ {
+		cs := &s.Classes[c]
+		if cs.Admitted != 0 || cs.Rejected.Total() != 0 || cs.Waiting != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 var (

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 )
 
@@ -78,6 +79,11 @@ type Config struct {
 	// Gates are the handler's gates, reported by /state and /metrics and
 	// closed on shutdown.
 	Gates []*admit.Gate
+
+	// Limits are adaptive limits moving the gates' capacities, reported
+	// by /state (register promsluice.NewLimitMetrics in Collectors for
+	// /metrics).
+	Limits []*limit.Adaptive
 
 	// GateMetrics exports the gates. Pass the one whose Observer the
 	// gates were created with to get the wait and hold histograms. Nil
@@ -152,6 +158,7 @@ type Server struct {
 	adminSrv *http.Server
 	registry *prometheus.Registry
 	gates    []*admit.Gate
+	limits   []*limit.Adaptive
 	extras   map[string]func() any
 	timeout  time.Duration
 	hooks    []func()
@@ -248,6 +255,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	s = &Server{
 		main:    main,
 		gates:   cfg.Gates,
+		limits:  cfg.Limits,
 		extras:  cfg.StateExtras,
 		timeout: timeout,
 		delay:   max(cfg.DrainDelay, 0),

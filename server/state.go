@@ -6,9 +6,10 @@ import (
 
 // State is what the admin listener's /state reports.
 type State struct {
-	Draining    bool        `json:"draining"`
-	Gates       []GateState `json:"gates"`
-	Connections ConnState   `json:"connections"`
+	Draining    bool         `json:"draining"`
+	Gates       []GateState  `json:"gates"`
+	Connections ConnState    `json:"connections"`
+	Limits      []LimitState `json:"limits,omitempty"`
 	// Extra holds the sections of Config.StateExtras, by name.
 	Extra map[string]any `json:"extra,omitempty"`
 }
@@ -27,6 +28,11 @@ type GateState struct {
 	Waiting   int64             `json:"waiting"`
 	PeakInUse int64             `json:"peak_in_use"`
 	Misuse    uint64            `json:"misuse"`
+	// OldestWaitSeconds is the age of the oldest queued caller (0: none).
+	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+	// Classes is per priority class, once the gate has seen a class other
+	// than the default.
+	Classes map[string]ClassState `json:"classes,omitempty"`
 }
 
 // ConnState is the main listener's connection counters.
@@ -49,6 +55,9 @@ func (s *Server) State() State {
 	st := State{Draining: s.draining.Load(), Gates: make([]GateState, 0, len(s.gates))}
 	for _, g := range s.gates {
 		st.Gates = append(st.Gates, gateState(g.Stats()))
+	}
+	for _, a := range s.limits {
+		st.Limits = append(st.Limits, limitState(a))
 	}
 	c := s.main.Stats()
 	st.Connections = ConnState{
@@ -80,5 +89,6 @@ func gateState(s admit.Stats) GateState {
 	for o := admit.Outcome(0); int(o) < admit.NumOutcomes; o++ {
 		gs.Completed[o.String()] = s.Completed[o]
 	}
+	admissionState(&gs, s)
 	return gs
 }

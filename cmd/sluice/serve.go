@@ -251,6 +251,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 	o.register(fs)
 	static := addStaticFlags(fs)
 	quotas := addQuotaFlags(fs)
+	adm := addAdmissionFlags(fs) // --limit, --queue-discipline, --priority-header, --class-share
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
@@ -258,7 +259,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: unexpected argument %q (see --help)\n", fs.Arg(0))
 		return exitUsage
 	}
-	if err := o.validate(); err != nil {
+	if err := errors.Join(o.validate(), adm.validate(static.queue)); err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
@@ -277,12 +278,21 @@ func runServe(ctx context.Context, e env, args []string) int {
 	// One GateMetrics is both the disk gate's Observer (wait and hold
 	// histograms) and its exporter on /metrics.
 	gm := promsluice.NewGateMetrics()
-	h, gates, collectors, cleanup, err := static.build(logger, gm)
+	obs, err := adm.observer(gm, logger)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
+		return exitUsage
+	}
+	h, gates, collectors, cleanup, err := static.build(logger, obs)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
 	defer cleanup()
+	if h, collectors, err = adm.wire(logger, gates[0], h, collectors); err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
+		return exitUsage
+	}
 	o.warn(logger, static.gateWork())
 	// The static handler takes and releases its disk slot itself, right
 	// around the read, so it needs no per-request holder: Deadline only
@@ -305,6 +315,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		AdminAddr:            o.adminAddr,
 		Handler:              handler,
 		Gates:                gates,
+		Limits:               adm.limits(),
 		GateMetrics:          gm,
 		Collectors:           collectors,
 		StateExtras:          quotas.states,
