@@ -57,6 +57,10 @@ const StaleHeader = "Sluice-Stale"
 // recognises a repeated operation by it).
 const idempotencyKeyHeader = "Idempotency-Key"
 
+// quotaSuffix names a route's quota after the route ("search-quota"), apart
+// from the route's gate, so their refusals are told apart.
+const quotaSuffix = "-quota"
+
 // ErrInvalidConfig is wrapped by every configuration error of New and
 // ParseRules.
 var ErrInvalidConfig = errors.New("proxy: invalid config")
@@ -156,8 +160,9 @@ func (l Limit) Adaptive() bool { return l.Law != "" && l.Law != "fixed" }
 
 // Route is a per-route rule, the unit of the proxy's config file.
 type Route struct {
-	// Name labels the route's gate and quota (metrics, /state, refusal
-	// bodies): [A-Za-z0-9_.-], at most 64 bytes. Required.
+	// Name labels the route's gate, and its quota as Name+"-quota"
+	// (metrics, /state, refusal bodies): [A-Za-z0-9_.-], at most 58
+	// bytes. Required.
 	Name string `json:"name"`
 	// PathPrefix matches the request path ("/api/"); empty matches all.
 	PathPrefix string `json:"path,omitempty"`
@@ -265,17 +270,17 @@ func checkRoutes(routes []Route) error {
 		if err := rt.check(); err != nil {
 			return fmt.Errorf("%w: route %d (%q): %v", ErrInvalidConfig, i, rt.Name, err)
 		}
-		if seen[rt.Name] {
+		if seen[rt.Name] || seen[rt.Name+quotaSuffix] {
 			return fmt.Errorf("%w: route %d: name %q used twice (or reserved)", ErrInvalidConfig, i, rt.Name)
 		}
-		seen[rt.Name] = true
+		seen[rt.Name], seen[rt.Name+quotaSuffix] = true, true
 	}
 	return nil
 }
 
 func (rt *Route) check() error {
-	if err := quota.CheckName(rt.Name); err != nil || rt.Name == "" {
-		return errors.New("name: want 1 to 64 of [A-Za-z0-9_.-]")
+	if err := quota.CheckName(rt.Name + quotaSuffix); err != nil || rt.Name == "" {
+		return errors.New("name: want 1 to 58 of [A-Za-z0-9_.-]")
 	}
 	if rt.PathPrefix != "" && (!strings.HasPrefix(rt.PathPrefix, "/") || strings.ContainsAny(rt.PathPrefix, " \t?#")) {
 		return fmt.Errorf("path %q: want a path prefix starting with /", rt.PathPrefix)

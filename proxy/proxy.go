@@ -118,7 +118,7 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		rt.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, rt) })
 		if q := rc.Quota; q != nil {
-			if rt.quota, err = quota.New(quota.Config{Name: rc.Name, Rate: q.Rate, Burst: q.Burst, MaxKeys: q.MaxKeys}); err != nil {
+			if rt.quota, err = quota.New(quota.Config{Name: rc.Name + quotaSuffix, Rate: q.Rate, Burst: q.Burst, MaxKeys: q.MaxKeys}); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 			}
 			name, _ := keyHeader(q.Key)

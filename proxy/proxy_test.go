@@ -100,7 +100,7 @@ func TestRouteRules(t *testing.T) {
 	waits = append(waits, background(c, "GET", base+"/search", "X-Key", "alice"))
 	<-b.entered
 	code, rb, hdr, _ = get(t, c, base+"/search", "X-Key", "alice")
-	if code != 429 || rb.Gate != "search" || rb.Reason != "rate" || hdr.Get("Retry-After") == "" {
+	if code != 429 || rb.Gate != "search-quota" || rb.Reason != "rate" || hdr.Get("Retry-After") == "" {
 		t.Fatalf("alice's second search: %d %+v; want 429 from search, rate", code, rb)
 	}
 	// bob has his own bucket, but only one slot is left upstream: the
@@ -115,7 +115,7 @@ func TestRouteRules(t *testing.T) {
 	}
 	var quotaRefused uint64
 	for _, r := range st.Refusals {
-		if r.Gate == "search" && r.Reason == "rate" {
+		if r.Gate == "search-quota" && r.Reason == "rate" {
 			quotaRefused = r.Count
 		}
 	}
