@@ -315,8 +315,8 @@ func (rt *Route) check() error {
 		if !(q.Rate > 0 && q.Rate <= 1e9) {
 			return fmt.Errorf("quota rate %v: want above 0 tokens per second, at most 1e9", q.Rate)
 		}
-		if q.Burst < 0 || q.Burst > 1_000_000_000 || q.MaxKeys < 0 {
-			return errors.New("quota burst and max_keys: want 0 or more (burst at most 1e9)")
+		if q.Burst < 0 || q.Burst > 1_000_000_000 || q.MaxKeys < 0 || q.MaxKeys > 10_000_000 {
+			return errors.New("quota burst and max_keys: want 0 or more (burst at most 1e9, max_keys at most 1e7)")
 		}
 		burst := q.Burst
 		if burst == 0 {

@@ -110,7 +110,6 @@ func (e *staleEntry) fill(resp *http.Response, why string, now time.Time) {
 	resp.Header.Set("Content-Length", strconv.Itoa(len(e.body)))
 }
 
-
 // teeBody copies what is read, up to max bytes, and calls done with the
 // copy when the body was read to its end without error.
 type teeBody struct {

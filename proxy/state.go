@@ -93,4 +93,3 @@ func (p *Proxy) State() State {
 	}
 	return st
 }
-
