@@ -180,3 +180,37 @@ func waitBusy(t *testing.T, p *Proxy) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestKeepAliveOutlivesSendTimeout: the deadlines one request sets on the
+// connection (body and send timeouts) do not cut a later request on the
+// same keep-alive connection, whether it is proxied or refused.
+func TestKeepAliveOutlivesSendTimeout(t *testing.T) {
+	up := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	})
+	p := mustNew(t, Config{Upstreams: []*url.URL{up}, SendTimeout: 50 * time.Millisecond, BodyTimeout: 50 * time.Millisecond,
+		Routes: []Route{{Name: "q", Quota: &RouteQuota{Rate: 0.001, Burst: 2}}}})
+	base, _ := front(t, p)
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i, want := range []int{200, 200, 429} {
+		if i > 0 {
+			time.Sleep(150 * time.Millisecond) // past both timeouts of the request before
+		}
+		fmt.Fprintf(c, "PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on the same connection: %v", i, err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+}

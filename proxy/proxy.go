@@ -309,16 +309,29 @@ func (p *Proxy) admitted(w http.ResponseWriter, r *http.Request, rt *route) {
 	if rt != nil {
 		ctx = context.WithValue(ctx, ctxKey{}, rt)
 	}
-	p.guardClient(w, r)
+	defer p.guardClient(w, r)()
 	p.bufferReplayable(r)
 	p.rp.ServeHTTP(sendDeadlineWriter(w, p.cfg.SendTimeout), r.WithContext(ctx))
 }
 
 // guardClient bounds how long the client may take to send its body, so a
 // declared body never sent ends the upstream call (and frees its slots).
-func (p *Proxy) guardClient(w http.ResponseWriter, r *http.Request) {
-	if p.cfg.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		_ = http.NewResponseController(w).SetReadDeadline(p.now().Add(p.cfg.BodyTimeout))
+// The returned function clears the connection deadlines this request set
+// (the body's, and the send timeout's), so a later request on the same
+// keep-alive connection does not inherit them.
+func (p *Proxy) guardClient(w http.ResponseWriter, r *http.Request) (clear func()) {
+	rc := http.NewResponseController(w)
+	read := p.cfg.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody
+	if read {
+		_ = rc.SetReadDeadline(p.now().Add(p.cfg.BodyTimeout))
+	}
+	return func() {
+		if read {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		if p.cfg.SendTimeout > 0 {
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
 	}
 }
 
