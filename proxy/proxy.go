@@ -480,9 +480,11 @@ func (p *Proxy) serveStale(w http.ResponseWriter, r *http.Request, why string) b
 	return true
 }
 
-// sendDeadlineWriter pushes the connection's write deadline forward before
-// each write, so a client that stops reading is cut off after d without a
-// cap on how long a steadily read answer may take.
+// sendDeadlineWriter pushes the connection's write deadline forward as the
+// answer is written, so a client that stops reading is cut off after
+// about d (between d and 1.25 d) without a cap on how long a steadily read
+// answer may take. The deadline is moved at most every d/4, so a small
+// answer arms it once.
 func sendDeadlineWriter(w http.ResponseWriter, d time.Duration) http.ResponseWriter {
 	if d <= 0 {
 		return w
@@ -492,21 +494,33 @@ func sendDeadlineWriter(w http.ResponseWriter, d time.Duration) http.ResponseWri
 
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
-	d  time.Duration
+	rc    *http.ResponseController
+	d     time.Duration
+	armed time.Time
+}
+
+func (dw *deadlineWriter) arm() {
+	now := time.Now()
+	if now.Sub(dw.armed) >= dw.d/4 {
+		_ = dw.rc.SetWriteDeadline(now.Add(dw.d))
+		dw.armed = now
+	}
 }
 
 func (dw *deadlineWriter) Write(b []byte) (int, error) {
-	_ = dw.rc.SetWriteDeadline(time.Now().Add(dw.d))
+	dw.arm()
 	return dw.ResponseWriter.Write(b)
 }
 
 func (dw *deadlineWriter) WriteHeader(code int) {
-	_ = dw.rc.SetWriteDeadline(time.Now().Add(dw.d))
+	dw.arm()
 	dw.ResponseWriter.WriteHeader(code)
 }
 
-func (dw *deadlineWriter) Flush() { _ = dw.rc.Flush() }
+func (dw *deadlineWriter) Flush() {
+	dw.arm()
+	_ = dw.rc.Flush()
+}
 
 func (dw *deadlineWriter) Unwrap() http.ResponseWriter { return dw.ResponseWriter }
 
