@@ -2,14 +2,14 @@ package proxybench
 
 import (
 	"io"
-	"slices"
-	"sync"
-	"time"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/proxy"
 )

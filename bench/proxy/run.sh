@@ -10,7 +10,7 @@
 # Needs go, python3, taskset; haproxy and nginx (Debian: haproxy,
 # nginx-light) are skipped when missing. Each proxy runs pinned to
 # PROXY_CPU (one core, one thread/worker), the backend and the driver to
-# DRIVER_CPU. Prints one line per (proxy, load) and writes the reports to
+# DRIVER_CPU. ADAPTIVE overrides the adaptive variant's limit flags. Prints one line per (proxy, load) and writes the reports to
 # $OUT (default: a temporary folder, printed).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -61,7 +61,7 @@ start_proxy() {
 	sluice-adaptive)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
 			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 20000 \
-			--max-inflight 64 --limit gradient2 --slo 50ms --queue 16 --max-wait 50ms --log-level warn &
+			--max-inflight 64 ${ADAPTIVE:---limit gradient2 --limit-min 8 --slo 100ms} --queue 16 --max-wait 50ms --log-level warn &
 		;;
 	bare)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/bare" -addr "127.0.0.1:$PPORT" -upstream "http://127.0.0.1:$BPORT" &
