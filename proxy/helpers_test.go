@@ -37,7 +37,7 @@ func front(t *testing.T, p *Proxy) (string, *http.Client) {
 		}
 		p.Close()
 	})
-	return s.URL, &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	return s.URL, &http.Client{Transport: tr, Timeout: 5 * time.Second}
 }
 
 func mustNew(t *testing.T, cfg Config) *Proxy {

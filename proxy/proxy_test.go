@@ -42,6 +42,19 @@ func newBlock() *block {
 	return &block{entered: make(chan string, 64), release: make(chan struct{})}
 }
 
+// next returns the path of the next request the upstream receives, or
+// fails the test when none arrives in time.
+func (b *block) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case p := <-b.entered:
+		return p
+	case <-time.After(5 * time.Second):
+		t.Fatal("no request reached the upstream")
+		return ""
+	}
+}
+
 func (b *block) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.entered <- r.URL.Path
 	select {
@@ -77,7 +90,7 @@ func TestRouteRules(t *testing.T) {
 	// host: one slot for api.example; a second request there is refused
 	// by the route's gate, the same path on another host is not.
 	waits = append(waits, background(c, "GET", base+"/x", "Host", "api.example:80"))
-	<-b.entered
+	b.next(t)
 	code, rb, hdr, _ := get(t, c, base+"/x", "Host", "API.example")
 	if code != 503 || rb.Gate != "api-host" || rb.Reason != "full" || hdr.Get("Retry-After") == "" {
 		t.Fatalf("second request on api.example: %d %+v Retry-After=%q; want 503 from gate api-host, full", code, rb, hdr.Get("Retry-After"))
@@ -85,7 +98,7 @@ func TestRouteRules(t *testing.T) {
 
 	// method: POSTs have their own gate of one; GETs do not pass it.
 	waits = append(waits, background(c, "POST", base+"/w"))
-	<-b.entered
+	b.next(t)
 	req, _ := http.NewRequest(http.MethodPost, base+"/w", strings.NewReader("x"))
 	if code, rb, _, _ := do(t, c, req); code != 503 || rb.Gate != "writes" {
 		t.Fatalf("second POST: %d %+v; want 503 from gate writes", code, rb)
@@ -98,7 +111,7 @@ func TestRouteRules(t *testing.T) {
 
 	// quota keyed on a header: one token per key.
 	waits = append(waits, background(c, "GET", base+"/search", "X-Key", "alice"))
-	<-b.entered
+	b.next(t)
 	code, rb, hdr, _ = get(t, c, base+"/search", "X-Key", "alice")
 	if code != 429 || rb.Gate != "search-quota" || rb.Reason != "rate" || hdr.Get("Retry-After") == "" {
 		t.Fatalf("alice's second search: %d %+v; want 429 from search, rate", code, rb)
@@ -106,7 +119,7 @@ func TestRouteRules(t *testing.T) {
 	// bob has his own bucket, but only one slot is left upstream: the
 	// quota passes and the upstream gate holds (3 held + 1).
 	waits = append(waits, background(c, "GET", base+"/search", "X-Key", "bob"))
-	if path := <-b.entered; path != "/search" {
+	if path := b.next(t); path != "/search" {
 		t.Fatalf("bob's search reached the upstream as %q", path)
 	}
 	st := p.State()
@@ -143,7 +156,7 @@ func TestClientLeavingCancelsUpstreamAndReleasesSlot(t *testing.T) {
 		}
 		done <- err
 	}()
-	<-b.entered
+	b.next(t)
 	if got := gateByName(p, GateUpstream).InUse(); got != 1 {
 		t.Fatalf("in use while the call is in flight: %d", got)
 	}
@@ -161,7 +174,7 @@ func TestClientLeavingCancelsUpstreamAndReleasesSlot(t *testing.T) {
 	}
 	// The freed slot admits the next request.
 	wait := background(c, "GET", base+"/next")
-	path := <-b.entered
+	path := b.next(t)
 	close(b.release)
 	wait()
 	if path != "/next" {
