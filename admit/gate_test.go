@@ -3,7 +3,6 @@ package admit_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"strings"
@@ -13,27 +12,19 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	// rapid saves failing cases under testdata/ by default; a test run
-	// must never write into the working tree (the failure message carries
-	// the seed to reproduce it instead).
-	flag.Parse()
-	if err := flag.Set("rapid.nofailfile", "true"); err != nil {
-		panic(err)
-	}
-	// Enough cases to matter (rapid's default is 100), unless asked.
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if !set && !testing.Short() {
-		if err := flag.Set("rapid.checks", "1000"); err != nil {
-			panic(err)
-		}
-	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(rapidMain{m})
 }
+
+// rapidMain turns off rapid's failure files and runs 1,000 property cases
+// by default (see testutil.RapidMain).
+type rapidMain struct{ m *testing.M }
+
+func (r rapidMain) Run() int { return testutil.RapidMain(r.m, 1000) }
 
 func mustGate(t testing.TB, cfg admit.Config) *admit.Gate {
 	t.Helper()

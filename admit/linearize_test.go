@@ -25,7 +25,7 @@ import (
 // Close, so a snapshot that shows half of an operation, a counter read out
 // of order, or a decision that no order explains, fails the check.
 
-var linearizeHistories = flag.Int("admit.histories", 400, "histories the linearizability check records and checks")
+var linearizeHistories = flag.Int("admit.histories", 1000, "histories the linearizability check records and checks")
 
 const linClients = 4
 

@@ -11,6 +11,9 @@ import (
 	"github.com/sluicehq/sluice/httpgate"
 )
 
+// TestDeadlineOnlyMiddleware: Deadline reads the header without
+// HeaderDeadline (using it is the opt-in), within [MinDeadline,
+// MaxDeadline].
 func TestDeadlineOnlyMiddleware(t *testing.T) {
 	mw, err := httpgate.New(httpgate.Config{MaxDeadline: 2 * time.Second})
 	if err != nil {
@@ -42,6 +45,8 @@ func TestDeadlineOnlyMiddleware(t *testing.T) {
 	}{
 		{"no header passes the request through", "", http.StatusNoContent, 0, 0, true},
 		{"header becomes the deadline", "0.5", http.StatusNoContent, 400 * time.Millisecond, 500 * time.Millisecond, false},
+		{"with a unit", "1500ms", http.StatusNoContent, 1400 * time.Millisecond, 1500 * time.Millisecond, false},
+		{"raised to the floor", "1ms", http.StatusNoContent, 90 * time.Millisecond, httpgate.DefaultMinDeadline, false},
 		{"deadline is bounded", "60", http.StatusNoContent, 1900 * time.Millisecond, 2 * time.Second, false},
 		{"malformed header is a 400", "soon", http.StatusBadRequest, 0, 0, false},
 	}

@@ -1,15 +1,42 @@
 // Package httpgate puts net/http handlers behind admission gates
 // (package admit) and turns refusals into the HTTP answers of the sluice
-// contract.
+// contract: 503 with a JSON reason and Retry-After.
 //
-// # Goals
+// # Usage
+//
+// Gate a whole handler:
+//
+//	mw, err := httpgate.New(httpgate.Config{})
+//	work, err := admit.New(admit.Config{Name: "work", Capacity: 8})
+//	http.Handle("/report", mw.Guard(work, reportHandler))
+//
+// Or take the slot at the point of cost, so cheap answers never wait:
+//
+//	http.Handle("/item", mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//		if data, ok := cache.Get(r.URL.Path); ok {
+//			w.Write(data) // no slot taken, nothing to release
+//			return
+//		}
+//		if _, err := httpgate.Acquire(r.Context(), db); err != nil {
+//			httpgate.Refuse(w, r, err) // 503, reason, Retry-After
+//			return
+//		}
+//		// the slot is held until this handler returns
+//		data, err := loadFromDB(r.Context(), r.URL.Path)
+//		...
+//	})))
+//
+// A handler's context is never shortened by a client's header unless
+// the service asks for it: see Deadlines below.
+//
+// # Design goals
 //
 //   - Take a slot at the point of cost, not at the door. A static-file
 //     handler that answers most requests from memory must not spend a
-//     disk-read slot on them (the "cliff" of seed 000). So besides a
-//     middleware that gates a whole handler (Guard), the package offers
-//     lazy acquisition: the handler calls Acquire right before the
-//     expensive step.
+//     disk-read slot on them, or cache hits are refused while the disk
+//     sits idle. So besides a middleware that gates a whole handler
+//     (Guard), the package offers lazy acquisition: the handler calls
+//     Acquire right before the expensive step.
 //   - Release exactly once, on every path. Whatever a handler does —
 //     return normally, write a 5xx, panic, or lose its client — every slot
 //     it took through Acquire is released when it returns, once, with an
@@ -70,13 +97,18 @@
 //
 // # Deadlines
 //
-// A request may carry its own budget in a header (Config.DeadlineHeader,
-// "Request-Timeout" by default): decimal seconds, e.g. "2" or "0.250".
-// Lazy turns it into the request context's deadline, bounded by
-// Config.MaxDeadline, so time spent queued for a slot counts against it and
-// a waiter whose deadline passes leaves the queue refused with reason
-// deadline. A malformed value is answered with 400 and a JSON body naming
-// the header; the handler does not run.
+// A request may carry its own time budget in a header
+// (Config.DeadlineHeader, "Request-Timeout" by default). It is read only
+// where the service opts in: by Config.HeaderDeadline for Guard and Lazy,
+// or by wrapping a handler in Deadline. The value is a positive number
+// with an optional unit, "ms", "s" or "m"; a bare number is seconds, so
+// "2", "2s", "0.5" and "500ms" all work (ParseDeadline has the rule). The
+// budget becomes the request context's deadline, kept within
+// [Config.MinDeadline, Config.MaxDeadline] (100 ms and 30 s by default):
+// time spent queued for a slot counts against it, a waiter whose deadline
+// passes leaves the queue refused with reason deadline, and no client can
+// cut a handler's context below the floor. A malformed value is answered
+// with 400 and a JSON body naming the header; the handler does not run.
 //
 // # Clients that leave while queued
 //
@@ -88,25 +120,6 @@
 // so a request with an unread body that is queued in a gate keeps its
 // place until it is granted or times out; bodiless requests (GET, HEAD)
 // are noticed at once.
-//
-// # Usage
-//
-//	mw, err := httpgate.New(httpgate.Config{})
-//	disk, err := admit.New(admit.Config{Name: "disk", Capacity: 32, MaxWaiters: 64})
-//	read := disk.Kind("default")
-//	h := mw.Lazy(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-//		if data, ok := cache.Get(r.URL.Path); ok {
-//			w.Write(data) // no slot taken, nothing to release
-//			return
-//		}
-//		if _, err := httpgate.Acquire(r.Context(), disk, read); err != nil {
-//			httpgate.Refuse(w, r, err)
-//			return
-//		}
-//		// the slot is held until this handler returns
-//		data, err := os.ReadFile(name)
-//		...
-//	}))
 //
 // # Costs
 //

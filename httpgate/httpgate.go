@@ -17,10 +17,13 @@ import (
 // Defaults used for zero Config fields.
 const (
 	// DefaultDeadlineHeader is the request header that carries a client's
-	// deadline, in decimal seconds.
+	// time budget (see ParseDeadline for its forms).
 	DefaultDeadlineHeader = "Request-Timeout"
 	// DefaultMaxDeadline bounds a deadline taken from the header.
 	DefaultMaxDeadline = 30 * time.Second
+	// DefaultMinDeadline is the least time a client's header can leave a
+	// handler: a budget below it is raised to it.
+	DefaultMinDeadline = 100 * time.Millisecond
 )
 
 // ErrNoHolder is returned by Acquire when the context does not come from
@@ -42,18 +45,42 @@ var ErrInvalidConfig = errors.New("httpgate: invalid config")
 // body. WriteRefusal is the default.
 type RefusalFunc func(w http.ResponseWriter, r *http.Request, err error)
 
-// Config configures a Middleware. The zero Config is valid: the
-// Request-Timeout header bounded at 30 s, refusals written by
-// WriteRefusal, no logging.
+// Config configures a Middleware. The zero Config is valid: refusals
+// written by WriteRefusal, no logging, and no deadline header read by
+// Guard or Lazy (Deadline reads Request-Timeout, bounded to 100 ms..30 s).
+//
+// What zero and negative mean, field by field:
+//
+//	field           zero                          negative
+//	HeaderDeadline  Guard and Lazy ignore the     -
+//	                header (Deadline reads it)
+//	DeadlineHeader  "Request-Timeout"             -
+//	MinDeadline     DefaultMinDeadline (100ms)    no floor
+//	MaxDeadline     DefaultMaxDeadline (30s)      header ignored everywhere
+//	Refusal         WriteRefusal                  -
+//	Logger          silent                        -
 type Config struct {
+	// HeaderDeadline makes Guard and Lazy turn the deadline header into
+	// the request context's deadline. False (the zero value) means they
+	// never read it: a handler's context is the client's connection and
+	// nothing else. Deadline always reads it; using it is the opt-in.
+	HeaderDeadline bool
+
 	// DeadlineHeader names the request header that carries the client's
-	// time budget in decimal seconds ("2", "0.25"). Empty means
-	// DefaultDeadlineHeader. It must be a valid header field name.
+	// time budget ("2", "0.5", "2s", "500ms": see ParseDeadline). Empty
+	// means DefaultDeadlineHeader. It must be a valid header field name.
 	DeadlineHeader string
 
-	// MaxDeadline bounds the budget taken from DeadlineHeader; larger
-	// values are lowered to it. Zero means DefaultMaxDeadline; negative
-	// means the header is ignored and never sets a deadline.
+	// MinDeadline is the floor under a budget taken from the header: a
+	// client may ask for less, and gets MinDeadline, so no client can
+	// cut a handler's work shorter than the service allows. Zero means
+	// DefaultMinDeadline; negative means no floor. It must not exceed
+	// MaxDeadline.
+	MinDeadline time.Duration
+
+	// MaxDeadline bounds the budget taken from the header; larger values
+	// are lowered to it. Zero means DefaultMaxDeadline; negative means the
+	// header is ignored and never sets a deadline.
 	MaxDeadline time.Duration
 
 	// Refusal writes refusals for Guard and for Refuse. Nil means
@@ -75,6 +102,8 @@ type Middleware struct {
 	holders sync.Pool
 
 	header      string
+	lazyHeader  bool // Guard and Lazy read the header too
+	minDeadline time.Duration
 	maxDeadline time.Duration
 	refusal     RefusalFunc
 	logger      *slog.Logger
@@ -84,6 +113,8 @@ type Middleware struct {
 func New(cfg Config) (*Middleware, error) {
 	m := &Middleware{
 		header:      cfg.DeadlineHeader,
+		lazyHeader:  cfg.HeaderDeadline,
+		minDeadline: cfg.MinDeadline,
 		maxDeadline: cfg.MaxDeadline,
 		refusal:     cfg.Refusal,
 		logger:      cfg.Logger,
@@ -98,6 +129,15 @@ func New(cfg Config) (*Middleware, error) {
 	if m.maxDeadline == 0 {
 		m.maxDeadline = DefaultMaxDeadline
 	}
+	switch {
+	case m.minDeadline == 0:
+		m.minDeadline = DefaultMinDeadline
+	case m.minDeadline < 0:
+		m.minDeadline = 0
+	}
+	if m.maxDeadline > 0 && m.minDeadline > m.maxDeadline {
+		return nil, fmt.Errorf("%w: MinDeadline %v above MaxDeadline %v", ErrInvalidConfig, m.minDeadline, m.maxDeadline)
+	}
 	if m.refusal == nil {
 		m.refusal = WriteRefusal
 	}
@@ -108,9 +148,10 @@ func New(cfg Config) (*Middleware, error) {
 // Lazy returns a handler that serves next with a holder in the request's
 // context, so next can take slots with Acquire at the point of cost. Every
 // slot taken is released once when next returns; see the package
-// documentation for the outcome recorded. A deadline header, if present
-// and valid, becomes the request context's deadline; if malformed, the
-// request is answered 400 and next does not run.
+// documentation for the outcome recorded. Only with Config.HeaderDeadline
+// does it read the deadline header: then a valid one becomes the request
+// context's deadline, kept within [MinDeadline, MaxDeadline], and a
+// malformed one is answered 400 without running next.
 func (m *Middleware) Lazy(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.serve(w, r, next, nil, admit.Request{})
@@ -118,14 +159,16 @@ func (m *Middleware) Lazy(next http.Handler) http.Handler {
 }
 
 // Deadline returns a handler that only applies the deadline header (see
-// Config.DeadlineHeader) to the request's context before serving next: no
+// Config.DeadlineHeader; using Deadline is the opt-in, whatever
+// Config.HeaderDeadline says) to the request's context, kept within
+// [MinDeadline, MaxDeadline], before serving next: no
 // holder, so next must not call Acquire. It is for handlers that take and
 // release their slots themselves (package static does, around each disk
 // read). A request without the header passes through untouched, at no
 // cost; a malformed header is answered with 400 like Lazy does.
 func (m *Middleware) Deadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel, ok := m.withDeadline(w, r)
+		ctx, cancel, ok := m.withDeadline(w, r, true)
 		if !ok {
 			return
 		}
@@ -141,9 +184,9 @@ func (m *Middleware) Deadline(next http.Handler) http.Handler {
 // withDeadline applies the deadline header to r's context. cancel is nil
 // when there was no header to apply; ok is false when the header was
 // malformed and a 400 has been written.
-func (m *Middleware) withDeadline(w http.ResponseWriter, r *http.Request) (ctx context.Context, cancel context.CancelFunc, ok bool) {
+func (m *Middleware) withDeadline(w http.ResponseWriter, r *http.Request, read bool) (ctx context.Context, cancel context.CancelFunc, ok bool) {
 	ctx = r.Context()
-	if m.maxDeadline <= 0 {
+	if !read || m.maxDeadline <= 0 {
 		return ctx, nil, true
 	}
 	vals := r.Header[m.header]
@@ -156,13 +199,15 @@ func (m *Middleware) withDeadline(w http.ResponseWriter, r *http.Request) (ctx c
 		writeBadDeadline(w, m.header, err)
 		return nil, nil, false
 	}
-	ctx, cancel = context.WithTimeout(ctx, min(d, m.maxDeadline))
+	ctx, cancel = context.WithTimeout(ctx, min(max(d, m.minDeadline), m.maxDeadline))
 	return ctx, cancel, true
 }
 
 // Guard returns a handler that takes one slot from g before serving next,
 // for work whose cost is the whole request. A refusal is written with the
-// Middleware's RefusalFunc and next does not run. Like Lazy, it installs a
+// Middleware's RefusalFunc and next does not run. Guard reads the deadline
+// header only with Config.HeaderDeadline (see Lazy); without it, a request
+// waits in g's queue for at most g's MaxWait, or until its client leaves. Like Lazy, it installs a
 // holder, so next may take more slots with Acquire; all are released when
 // next returns.
 func (m *Middleware) Guard(g *admit.Gate, next http.Handler) http.Handler {
@@ -186,7 +231,7 @@ func (m *Middleware) GuardFor(g *admit.Gate, req admit.Request, next http.Handle
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, g *admit.Gate, req admit.Request) {
-	ctx, cancel, ok := m.withDeadline(w, r)
+	ctx, cancel, ok := m.withDeadline(w, r, m.lazyHeader)
 	if !ok {
 		return
 	}

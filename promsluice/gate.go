@@ -1,6 +1,8 @@
 package promsluice
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,14 +32,16 @@ type GateMetrics struct {
 	inflight, waiting, capacity, peak, misuse *prometheus.Desc
 }
 
-// NewGateMetrics returns an empty GateMetrics; Add gates to it.
+// NewGateMetrics returns an empty GateMetrics. Build gates with its
+// NewGate method (observed and exported in one step), or Add gates built
+// with it as their Observer.
 func NewGateMetrics() *GateMetrics {
 	return &GateMetrics{
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_admission_wait_seconds",
 			Help:    "Time callers spent queued for a slot, admitted or not.",
 			Buckets: DefaultLatencyBuckets,
-		}, []string{"gate"}),
+		}, []string{"gate", "kind"}),
 		hold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_admission_hold_seconds",
 			Help:    "Time admitted work held its slot (dropped work is not sampled).",
@@ -55,7 +59,64 @@ func NewGateMetrics() *GateMetrics {
 	}
 }
 
-// Add exports g's counters. Adding the same gate twice is a no-op.
+// NewGate builds a gate from cfg with m as its Observer (besides
+// cfg.Observer, if any) and adds it to m: its counters, gauges and both
+// histograms are exported from then on. It returns admit.New's error, or
+// an error if m already exports a gate of the same name.
+func (m *GateMetrics) NewGate(cfg admit.Config) (*admit.Gate, error) {
+	if cfg.Observer != admit.Observer(m) {
+		cfg.Observer = admit.Observers(cfg.Observer, m)
+	}
+	g, err := admit.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, have := range m.gates {
+		if have.Name() == g.Name() {
+			return nil, fmt.Errorf("promsluice: a gate named %q is already exported here; its series would clash", g.Name())
+		}
+	}
+	m.gates = append(m.gates, g)
+	return g, nil
+}
+
+// Gates returns the gates m exports, in the order they were added: what
+// server.Config.Gates wants.
+func (m *GateMetrics) Gates() []*admit.Gate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*admit.Gate(nil), m.gates...)
+}
+
+// NewGate builds a gate from cfg, observed and exported on reg, in one
+// step: it registers a GateMetrics on reg, or reuses the one a previous
+// NewGate registered there, and builds the gate with it (see
+// GateMetrics.NewGate). Gates with the same Name on one registry would
+// export clashing series; give each its own.
+func NewGate(reg prometheus.Registerer, cfg admit.Config) (*admit.Gate, error) {
+	if reg == nil {
+		return nil, errors.New("promsluice: NewGate with a nil Registerer")
+	}
+	m := NewGateMetrics()
+	if err := reg.Register(m); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		have, ok := (*GateMetrics)(nil), false
+		if errors.As(err, &are) {
+			have, ok = are.ExistingCollector.(*GateMetrics)
+		}
+		if !ok {
+			return nil, fmt.Errorf("promsluice: registering gate metrics: %w", err)
+		}
+		m = have
+	}
+	return m.NewGate(cfg)
+}
+
+// Add exports g's counters and gauges. Its wait and hold histograms are
+// exported only if g was built with m as its Observer (NewGate does
+// both). Adding the same gate twice is a no-op.
 func (m *GateMetrics) Add(g *admit.Gate) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -71,7 +132,7 @@ func (m *GateMetrics) Add(g *admit.Gate) {
 // *GateMetrics observes nothing (admit.New also treats one as no observer).
 func (m *GateMetrics) ObserveAdmission(e admit.AdmissionEvent) {
 	if m != nil && e.Wait > 0 {
-		m.wait.WithLabelValues(e.Gate).Observe(e.Wait.Seconds())
+		m.wait.WithLabelValues(e.Gate, e.Kind).Observe(e.Wait.Seconds())
 	}
 }
 

@@ -21,7 +21,7 @@ func TestAgainstSluiceServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := httpgate.New(httpgate.Config{})
+	mw, err := httpgate.New(httpgate.Config{HeaderDeadline: true}) // Guard reads Request-Timeout only when asked
 	if err != nil {
 		t.Fatal(err)
 	}

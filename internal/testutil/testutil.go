@@ -3,6 +3,8 @@ package testutil
 
 import (
 	"bytes"
+	"flag"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -41,4 +43,25 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// RapidMain runs a package's tests the way sluice's rapid property tests
+// want: rapid saves every failing case under testdata/ by default, and a
+// test run must never write into the working tree, so that is turned off
+// (a failure prints the seed that reproduces it instead). checks, when
+// positive and not set on the command line, raises rapid's default of
+// 100 cases (ignored with -short). It returns what m.Run returns.
+func RapidMain(m *testing.M, checks int) int {
+	flag.Parse()
+	if err := flag.Set("rapid.nofailfile", "true"); err != nil {
+		panic(err)
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if checks > 0 && !set && !testing.Short() {
+		if err := flag.Set("rapid.checks", strconv.Itoa(checks)); err != nil {
+			panic(err)
+		}
+	}
+	return m.Run()
 }
