@@ -186,7 +186,10 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger != nil {
 		p.rp.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)
 	}
-	mw, err := httpgate.New(httpgate.Config{Refusal: p.refuse, Logger: cfg.Logger})
+	// HeaderDeadline: the client's Request-Timeout becomes the request's
+	// deadline, so time queued here counts against it and the upstream
+	// is sent what is left.
+	mw, err := httpgate.New(httpgate.Config{HeaderDeadline: true, Refusal: p.refuse, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
