@@ -69,6 +69,11 @@ func New(cfg Config) (*Proxy, error) {
 		if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 			return nil, fmt.Errorf("%w: upstream %v: want http://host:port or https://host:port", ErrInvalidConfig, u)
 		}
+		// The instances of one service share one path prefix: the
+		// request is rewritten once, the instance chosen per attempt.
+		if u.Path != cfg.Upstreams[0].Path {
+			return nil, fmt.Errorf("%w: upstream %v: every upstream needs the same path as %v", ErrInvalidConfig, u, cfg.Upstreams[0])
+		}
 	}
 	if cfg.MaxInflight < 0 || cfg.MaxInflight > admit.MaxCapacity {
 		return nil, fmt.Errorf("%w: MaxInflight %d: want 0 (default) to %d", ErrInvalidConfig, cfg.MaxInflight, admit.MaxCapacity)
