@@ -30,6 +30,7 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; PIDS=(); }
 trap cleanup EXIT INT TERM
 
+BACKEND_FLAGS=${BACKEND_FLAGS:-}
 (cd "$REPO" && go build -o "$OUT/sluice" ./cmd/sluice)
 (cd "$REPO/bench" && go build -o "$OUT/backend" ./proxy/backend && go build -o "$OUT/bare" ./proxy/bare)
 
@@ -43,7 +44,8 @@ wait_port() {
 }
 
 start_backend() { # HOLD
-	taskset -c "$DRIVER_CPU" "$OUT/backend" -addr "127.0.0.1:$BPORT" -slots 16 -hold "$1" &
+	# shellcheck disable=SC2086 # BACKEND_FLAGS is a list of flags
+	taskset -c "$DRIVER_CPU" "$OUT/backend" -addr "127.0.0.1:$BPORT" -slots 16 -hold "$1" $BACKEND_FLAGS &
 	BACKEND_PID=$!
 	PIDS+=("$BACKEND_PID")
 	wait_port "$BPORT"
@@ -136,6 +138,7 @@ have() { command -v "$1" >/dev/null; }
 
 stop_all() { cleanup; sleep 0.3; }
 
+if [ -n "${ONLY_FUNCS:-}" ]; then return 0; fi # sourced by recovery.sh
 echo "reports in $OUT"
 echo "== overload: backend 16 slots x 20 ms (capacity $CAPACITY/s), open loop, $DURATION per load"
 printf '%-16s %5s %8s %9s %9s %10s %12s %8s\n' proxy load offered goodput refused p99_ok_ms cpu_us/resp dropped
