@@ -17,7 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
@@ -145,7 +144,6 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		Limit:         proxy.Limit{Law: o.law, Min: o.limitMin, Max: o.limitMax, SLO: proxy.Duration(o.slo)},
 		MaxAttempts:   o.retries,
 		NoBreaker:     !o.breaker,
-		Breaker:       breaker.Config{},
 		HeaderTimeout: o.headerTimeout,
 		BodyTimeout:   o.bodyTimeout,
 		SendTimeout:   o.sendTimeout,

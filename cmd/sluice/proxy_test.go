@@ -7,11 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/proxy"
 )
 
 func TestProxyBadFlagsExitTwo(t *testing.T) {
@@ -153,4 +156,28 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return b.String()
+}
+
+// FuzzParseUpstream: an accepted --upstream is an http(s) URL with a host
+// that the proxy accepts; nothing panics.
+func FuzzParseUpstream(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:9000", "https://api.example/base", "ftp://x", "http://", "http://u:p@h", "://", "http://h?q=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := parseUpstream(s)
+		if err != nil {
+			return
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			t.Fatalf("accepted %q as %#v", s, u)
+		}
+		p, err := proxy.New(proxy.Config{Upstreams: []*url.URL{u}})
+		if err != nil {
+			t.Fatalf("accepted %q, but the proxy refuses it: %v", s, err)
+		}
+		for _, g := range p.Gates() {
+			g.Close()
+		}
+	})
 }
