@@ -35,6 +35,19 @@ const (
 	// DefaultIdleTimeout is applied to an http.Server by ConfigureServer
 	// when Config.IdleTimeout is zero.
 	DefaultIdleTimeout = 60 * time.Second
+	// DefaultSendTimeout bounds the time between two successful writes of
+	// a response when Config.SendTimeout is zero (nginx's send_timeout).
+	DefaultSendTimeout = 60 * time.Second
+	// DefaultBodyTimeout bounds the time between two successful reads of
+	// a request body when Config.BodyTimeout is zero (nginx's
+	// client_body_timeout).
+	DefaultBodyTimeout = 60 * time.Second
+	// explicitOverhead is the number of descriptors, beyond the
+	// connections and the lingering refusals, that an explicit MaxConns
+	// must leave free: standard streams, the listeners, the runtime's
+	// poller, an admin listener and a few of its connections, files being
+	// read.
+	explicitOverhead = 16
 	// fallbackNoFileLimit stands in for an unlimited (RLIM_INFINITY) or
 	// unknown descriptor limit when deriving MaxConns.
 	fallbackNoFileLimit = 1 << 20
@@ -44,10 +57,12 @@ const (
 // field that is out of range. Inspect with errors.Is.
 var ErrInvalidConfig = errors.New("connlimit: invalid config")
 
-// ErrNoHeadroom is returned by New when MaxConns is derived (zero) and the
-// process's file-descriptor limit is not larger than the reserve, so no
-// connection could be admitted. Raise the limit (ulimit -n) or set
-// MaxConns explicitly.
+// ErrNoHeadroom is returned by New when the process's file-descriptor
+// limit has no room for the connections: MaxConns is derived (zero) and
+// the limit is not larger than the reserve, or MaxConns is set and, with
+// the reserve, does not fit under the limit (the message names the
+// largest value that fits). Raise the limit (ulimit -n) or lower
+// MaxConns.
 var ErrNoHeadroom = errors.New("connlimit: file-descriptor limit leaves no room for connections")
 
 // Config configures a Listener. The zero value is a valid default: the
@@ -55,20 +70,31 @@ var ErrNoHeadroom = errors.New("connlimit: file-descriptor limit leaves no room 
 // connections get HTTPBusyReply(1), and Accept backs off on EMFILE.
 type Config struct {
 	// MaxConns is the most connections open at once (accepted and not
-	// yet closed). Zero derives it at New time from the soft
-	// RLIMIT_NOFILE minus Reserve (see the package documentation).
-	// Negative is invalid.
+	// yet closed). It protects file descriptors, not concurrency: set it
+	// well above the clients' connection pools and bound work with a
+	// gate. Zero derives it at New time from the soft RLIMIT_NOFILE minus
+	// Reserve; a value that does not fit under that limit is refused
+	// (ErrNoHeadroom; see the package documentation). Negative or above
+	// 1<<20 is invalid.
 	MaxConns int
 
 	// Reserve is the number of file descriptors kept back for files,
-	// upstream sockets, refused connections and the runtime when MaxConns
-	// is derived. Zero means max(DefaultMinReserve, limit/DefaultReserveFraction).
-	// Ignored when MaxConns is set. Negative is invalid.
+	// upstream sockets, refused connections and the runtime. With
+	// MaxConns derived, zero means max(DefaultMinReserve,
+	// limit/DefaultReserveFraction). With MaxConns set, zero means
+	// MaxRefusing plus 16 (standard streams, listeners, the poller, an
+	// admin listener, files being read), and New refuses a MaxConns that
+	// does not fit under the soft RLIMIT_NOFILE with that reserve
+	// (ErrNoHeadroom, naming the largest value that fits). Negative is
+	// invalid.
 	Reserve int
 
 	// BusyReply is written to a connection refused because the limit is
 	// reached, before it is closed. Nil means HTTPBusyReply(1): an HTTP/1.1
-	// 503 with Retry-After: 1 and Connection: close. A non-nil empty slice
+	// 503 with Retry-After: 1 and Connection: close, or, to a client whose
+	// first bytes are the cleartext HTTP/2 preface (h2c with prior
+	// knowledge), an HTTP/2 GOAWAY (ENHANCE_YOUR_CALM, the same JSON as
+	// debug data). A non-nil empty slice
 	// means close without writing (for protocols other than cleartext
 	// HTTP/1.x, TLS included). The slice is copied by New.
 	BusyReply []byte
@@ -111,6 +137,23 @@ type Config struct {
 	// itself does not use it.
 	IdleTimeout time.Duration
 
+	// SendTimeout bounds the time between two successful writes of a
+	// response (nginx's send_timeout): not a cap on the whole response, so
+	// a large file to a slow but live client completes, while a client
+	// that stops reading is cut off this long after its last progress
+	// (Stats.ClosedSendTimeout). Set per request through
+	// http.ResponseController by the handler wrapper ConfigureServer
+	// installs. Zero means DefaultSendTimeout; negative means none.
+	SendTimeout time.Duration
+
+	// BodyTimeout bounds the time between two successful reads of a
+	// request body (nginx's client_body_timeout), including net/http's
+	// own discard of a body the handler did not read: a request that
+	// declares a body and never sends it is closed this long after its
+	// headers (Stats.ClosedBodyTimeout). Zero means DefaultBodyTimeout;
+	// negative means none.
+	BodyTimeout time.Duration
+
 	// Logger receives limit transitions and Accept back-offs. Nil means
 	// silent.
 	Logger *slog.Logger
@@ -132,6 +175,25 @@ func HTTPBusyReply(retryAfterSeconds int) []byte {
 		"\r\n" + body)
 }
 
+// http2Preface is what a cleartext HTTP/2 client with prior knowledge
+// sends first (RFC 9113 section 3.4).
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// http2BusyReply is the default busy reply for such a client: an empty
+// SETTINGS frame (the server preface) and a GOAWAY with last stream 0,
+// error ENHANCE_YOUR_CALM and the contract's JSON as debug data, so the
+// client reports the refusal ("server sent GOAWAY ... ENHANCE_YOUR_CALM,
+// debug=...max_conns...") instead of a protocol error.
+var http2BusyReply = func() []byte {
+	debug := []byte(`{"error":"BUSY","gate":"connections","reason":"max_conns"}`)
+	settings := []byte{0, 0, 0, 0x4, 0, 0, 0, 0, 0}
+	n := 8 + len(debug)
+	goaway := []byte{byte(n >> 16), byte(n >> 8), byte(n), 0x7, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, // last stream ID 0: nothing was processed
+		0, 0, 0, 0xb} // ENHANCE_YOUR_CALM
+	return append(append(settings, goaway...), debug...)
+}()
+
 // Validate reports what New would reject, without a listener: an error
 // wrapping ErrInvalidConfig or ErrNoHeadroom, or nil. With MaxConns zero
 // it reads the process's file-descriptor limit. Useful to check flags
@@ -145,12 +207,15 @@ func (cfg Config) Validate() error {
 type resolved struct {
 	maxConns          int
 	busyReply         []byte
+	httpBusyReply     bool // busyReply is the default HTTP one
 	busyWriteTimeout  time.Duration
 	refuseLinger      time.Duration
 	maxRefusing       int
 	maxAcceptBackoff  time.Duration
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
+	sendTimeout       time.Duration
+	bodyTimeout       time.Duration
 	logger            *slog.Logger
 }
 
@@ -164,6 +229,8 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 		maxAcceptBackoff:  cfg.MaxAcceptBackoff,
 		readHeaderTimeout: cfg.ReadHeaderTimeout,
 		idleTimeout:       cfg.IdleTimeout,
+		sendTimeout:       cfg.SendTimeout,
+		bodyTimeout:       cfg.BodyTimeout,
 		logger:            cfg.Logger,
 	}
 	switch {
@@ -175,6 +242,8 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 		return r, fmt.Errorf("%w: BusyWriteTimeout %v is negative", ErrInvalidConfig, cfg.BusyWriteTimeout)
 	case cfg.MaxRefusing < 0:
 		return r, fmt.Errorf("%w: MaxRefusing %d is negative", ErrInvalidConfig, cfg.MaxRefusing)
+	case cfg.MaxConns > fallbackNoFileLimit:
+		return r, fmt.Errorf("%w: MaxConns %d is above %d", ErrInvalidConfig, cfg.MaxConns, fallbackNoFileLimit)
 	case cfg.MaxAcceptBackoff != 0 && cfg.MaxAcceptBackoff < MinAcceptBackoff:
 		return r, fmt.Errorf("%w: MaxAcceptBackoff %v is below %v", ErrInvalidConfig, cfg.MaxAcceptBackoff, MinAcceptBackoff)
 	}
@@ -193,8 +262,14 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 	if r.idleTimeout == 0 {
 		r.idleTimeout = DefaultIdleTimeout
 	}
+	if r.sendTimeout == 0 {
+		r.sendTimeout = DefaultSendTimeout
+	}
+	if r.bodyTimeout == 0 {
+		r.bodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.BusyReply == nil {
-		r.busyReply = HTTPBusyReply(1)
+		r.busyReply, r.httpBusyReply = HTTPBusyReply(1), true
 	} else {
 		r.busyReply = append([]byte{}, cfg.BusyReply...)
 	}
@@ -213,7 +288,44 @@ func (cfg Config) resolve(noFile func() (uint64, error)) (resolved, error) {
 	if r.maxRefusing == 0 {
 		r.maxRefusing = defaultRefusing
 	}
+	if cfg.MaxConns > 0 {
+		if err := checkExplicitMaxConns(noFile, cfg, &r); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// checkExplicitMaxConns refuses an explicit MaxConns that, with its
+// refusals and the fixed overhead, would not fit under the soft
+// RLIMIT_NOFILE: such a limit is never reached, and the flood it was
+// meant to stop ends in EMFILE instead of busy replies. When the limit
+// cannot be read (no RLIMIT_NOFILE on the platform) the value is trusted.
+// Without an explicit MaxRefusing, the lingering refusals are scaled down
+// to fit a small descriptor limit.
+func checkExplicitMaxConns(noFile func() (uint64, error), cfg Config, r *resolved) error {
+	soft, err := noFile()
+	if err != nil {
+		return nil
+	}
+	limit := int(min(soft, fallbackNoFileLimit))
+	if cfg.MaxRefusing == 0 {
+		// A quarter of what the connections leave over, at least one.
+		r.maxRefusing = min(r.maxRefusing, max(1, (limit-cfg.MaxConns-explicitOverhead)/4))
+	}
+	reserve := cfg.Reserve
+	if reserve == 0 {
+		reserve = r.maxRefusing + explicitOverhead
+	}
+	if fits := limit - reserve; cfg.MaxConns > fits {
+		if fits < 1 {
+			return fmt.Errorf("%w: MaxConns %d: the file-descriptor limit %d leaves no room for connections after a reserve of %d (raise ulimit -n)",
+				ErrNoHeadroom, cfg.MaxConns, limit, reserve)
+		}
+		return fmt.Errorf("%w: MaxConns %d does not fit the file-descriptor limit %d: with %d descriptors kept back for refusals, listeners and files, the largest that fits is %d (or raise ulimit -n)",
+			ErrNoHeadroom, cfg.MaxConns, limit, reserve, fits)
+	}
+	return nil
 }
 
 // deriveMaxConns computes the default limit, the soft RLIMIT_NOFILE minus

@@ -37,6 +37,12 @@ type Conn struct {
 	readTimedOut     atomic.Bool
 	timedOutToActive atomic.Bool
 	closeCounted     atomic.Bool
+
+	// Send and body deadlines (see deadline.go): the body deadline in
+	// force (Unix ns, 0 for none), and whether a timeout was counted.
+	bodyDeadline atomic.Int64
+	sendTimedOut atomic.Bool
+	bodyTimedOut atomic.Bool
 }
 
 // Read reads from the wrapped connection, noting what ConnState needs to
@@ -48,7 +54,20 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.readTimedOut.Store(false)
 	}
 	if err != nil {
-		c.readTimedOut.Store(errors.Is(err, os.ErrDeadlineExceeded))
+		timedOut := errors.Is(err, os.ErrDeadlineExceeded)
+		c.readTimedOut.Store(timedOut)
+		if timedOut {
+			c.noteReadDeadline()
+		}
+	}
+	return n, err
+}
+
+// Write writes to the wrapped connection, counting a send timeout.
+func (c *Conn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		c.noteWriteErr(err)
 	}
 	return n, err
 }
@@ -79,10 +98,17 @@ func (c *Conn) CloseWrite() error {
 // ReadFrom lets io.Copy into the connection use the wrapped
 // connection's fast path (sendfile, splice) when it has one.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	var err error
 	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(writerOnly{c.Conn}, r)
 	}
-	return io.Copy(writerOnly{c.Conn}, r)
+	if err != nil {
+		c.noteWriteErr(err)
+	}
+	return n, err
 }
 
 // writerOnly hides every method but Write, so io.Copy cannot loop back

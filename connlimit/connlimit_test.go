@@ -74,7 +74,11 @@ func TestDerivedLimit(t *testing.T) {
 		{"explicit reserve", 1024, Config{Reserve: 24}, 1000, 6},
 		{"explicit MaxRefusing wins", 1024, Config{Reserve: 24, MaxRefusing: 9}, 1000, 9},
 		{"unlimited is capped", 1 << 62, Config{}, fallbackNoFileLimit - fallbackNoFileLimit/10, DefaultMaxRefusing},
-		{"explicit MaxConns ignores the limit", 10, Config{MaxConns: 5000}, 5000, DefaultMaxRefusing},
+		// An explicit MaxConns must fit with its refusals and 16 more; the
+		// refusals shrink to a quarter of what is left over.
+		{"explicit MaxConns that fits", 20000, Config{MaxConns: 5000}, 5000, DefaultMaxRefusing},
+		{"explicit MaxConns under a small limit", 64, Config{MaxConns: 40}, 40, 2},
+		{"explicit MaxConns and reserve", 64, Config{MaxConns: 44, Reserve: 20}, 44, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := newListener(nil, tc.cfg, fixed(tc.soft))
@@ -90,6 +94,20 @@ func TestDerivedLimit(t *testing.T) {
 		})
 	}
 
+	t.Run("explicit MaxConns beyond the limit", func(t *testing.T) {
+		// ulimit -n 64 with --max-conns 200: refused, naming what fits.
+		_, err := newListener(nil, Config{MaxConns: 200}, fixed(64))
+		if !errors.Is(err, ErrNoHeadroom) || !strings.Contains(err.Error(), "largest that fits is 47") {
+			t.Fatalf("err = %v, want ErrNoHeadroom naming the largest MaxConns that fits", err)
+		}
+		_, err = newListener(nil, Config{MaxConns: 10}, fixed(10))
+		if !errors.Is(err, ErrNoHeadroom) || !strings.Contains(err.Error(), "leaves no room") {
+			t.Fatalf("err = %v, want ErrNoHeadroom", err)
+		}
+		if err := (Config{MaxConns: 1<<20 + 1}).Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("MaxConns above 1<<20: %v, want ErrInvalidConfig", err)
+		}
+	})
 	t.Run("no headroom", func(t *testing.T) {
 		_, err := newListener(nil, Config{}, fixed(64))
 		if !errors.Is(err, ErrNoHeadroom) || !strings.Contains(err.Error(), "RLIMIT_NOFILE 64, reserve 64") {
@@ -227,7 +245,7 @@ func TestLingeringRefusalsAreBounded(t *testing.T) {
 	go func() {
 		c, _ := l.Accept()
 		accepted <- c
-		_, err = l.Accept() // refuses the rest, returns on Close
+		_, err := l.Accept() // refuses the rest, returns on Close
 		acceptErr <- err
 	}()
 	dial(t, l.Addr())

@@ -74,7 +74,7 @@ func runConnScript(t *testing.T, l *Listener, script string) string {
 
 // The sequences net/http produces, and how each close is classified.
 func TestConnStateClassification(t *testing.T) {
-	l, err := New(nil, Config{MaxConns: 1 << 20})
+	l, err := New(nil, Config{MaxConns: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func FuzzConnStateScript(f *testing.F) {
 		if len(script) > 64 {
 			script = script[:64]
 		}
-		l, err := New(nil, Config{MaxConns: 1 << 20, BusyWriteTimeout: time.Second})
+		l, err := New(nil, Config{MaxConns: 1000, BusyWriteTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

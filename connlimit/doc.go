@@ -1,7 +1,29 @@
 // Package connlimit keeps a server's connection count below its
 // file-descriptor limit: a net.Listener wrapper that admits at most
 // MaxConns open connections, tells the others it is busy and closes
-// them, and never lets an EMFILE turn the accept loop into a spin.
+// them, and never lets an EMFILE turn the accept loop into a spin. With
+// ConfigureServer it also makes every HTTP connection progress or go
+// away: header, idle, send and body timeouts, each counted.
+//
+// # Usage
+//
+//	l, err := connlimit.Listen(ctx, "tcp", ":8080", connlimit.Config{Logger: logger})
+//	if err != nil { ... }
+//	srv := &http.Server{Handler: h}
+//	l.ConfigureServer(srv) // timeouts, and their counters
+//	err = srv.Serve(l)
+//
+// # File descriptors, not concurrency
+//
+// MaxConns protects the process's file descriptors. It is not a way to
+// bound concurrent work: a connection costs a descriptor and a few KiB,
+// while a refused connection is a failed request, turned away before
+// anything could tell a cheap request (a cache hit) from an expensive
+// one. Bound work with an admission gate (package admit) at the point of
+// cost, and set MaxConns well above the connection pools of your clients
+// (load tools and proxies keep dozens of keep-alive connections each):
+// a limit below the pool refuses requests the gate would have served and
+// cuts throughput below the gate's own capacity.
 //
 // # Why refuse instead of queueing
 //
@@ -10,7 +32,7 @@
 // so do open(2) for the file a request wanted and socket(2) for the
 // upstream call it needed. So the limit on connections sits below the
 // descriptor limit, with room to spare, and is enforced by the server
-// itself, as in the seed this package grew from (muduo's "limit the
+// itself, as muduo does (its "limit the
 // number of concurrent connections": count connections, shut the ones
 // over the limit, and send a short reply first so the client can fail
 // over).
@@ -51,9 +73,12 @@
 // sends a reset that can destroy the reply before the client reads it.
 // When MaxRefusing refusals are already in progress, the reply is written
 // at once on the accept path and the connection closed; the client may
-// then see a reset, which is still a fast failure. The server never reads
-// or parses the request. For TLS or non-HTTP protocols set BusyReply to
-// an empty slice: the connection is just closed.
+// then see a reset, which is still a fast failure. The server never
+// parses the request; it only recognises the cleartext HTTP/2 preface (h2c
+// with prior knowledge), which gets an HTTP/2 GOAWAY (ENHANCE_YOUR_CALM,
+// the same JSON as debug data) instead of HTTP/1.1 bytes it could not
+// read. For TLS set BusyReply to a TLS alert (package server does); for
+// non-HTTP protocols to an empty slice: the connection is just closed.
 //
 // # The default limit
 //
@@ -74,6 +99,14 @@
 // open at New time are not subtracted; they come out of the reserve. If
 // the limit is not above the reserve, New returns ErrNoHeadroom.
 //
+// An explicit MaxConns is checked against the same limit: with its
+// lingering refusals (MaxRefusing, scaled down to a quarter of what the
+// connections leave over when not set) and 16 descriptors for standard
+// streams, listeners, the poller, an admin listener and files being read,
+// it must fit, or New returns ErrNoHeadroom naming the largest value
+// that does. A limit that cannot be reached is worse than none: the
+// flood it was meant to answer ends in EMFILE, with no reply at all.
+//
 // # Accept errors
 //
 // A temporary error from the inner Accept (EMFILE, ENFILE, ENOBUFS,
@@ -90,7 +123,7 @@
 // races in a multi-threaded program, and the limit makes it unneeded.)
 // Any other error ends Accept, as with net.Listener.
 //
-// # Idle connections and slow headers
+// # Timeouts: every connection progresses or goes away
 //
 // The listener cannot tell an idle keep-alive connection from one
 // mid-request; the HTTP server can. So the idle and header timeouts are
@@ -103,6 +136,31 @@
 // client holds a connection slot forever by sending a header byte at a
 // time.
 //
+// Two more hold once the headers are in, set per request by a handler
+// wrapper ConfigureServer installs, with http.ResponseController
+// deadlines (so they work on HTTP/2 streams too):
+//
+//   - SendTimeout (60 s, nginx's send_timeout): a deadline between two
+//     successful writes of the response, renewed before each write, not a
+//     cap on the response. A large file to a slow but live client
+//     completes; a client that stops reading is cut off about SendTimeout
+//     after its last progress, and the handler's write fails, so it
+//     releases whatever it held. io.Copy into the response (sendfile for
+//     an *os.File) goes out in 64 KiB steps, each under a renewed
+//     deadline. Counted in Stats.ClosedSendTimeout (a write through Conn
+//     that missed its deadline; net/http closes the connection).
+//   - BodyTimeout (60 s, nginx's client_body_timeout): a deadline between
+//     two successful reads of a declared request body, lifted when the
+//     body ends. It also bounds net/http's own discard of a body the
+//     handler did not read, which has no deadline of its own: without it
+//     a request that declares a body and never sends it is never
+//     answered. Counted in Stats.ClosedBodyTimeout.
+//
+// Linux wakes a writer blocked on a full socket only once a third of the
+// send buffer has drained, and an autotuned buffer grows to megabytes:
+// the grace a slow client really gets is SendTimeout plus the time its
+// link needs to drain that much, negligible with the default.
+//
 // # Counting
 //
 // Every accepted connection is a *Conn holding one slot; Conn.Close
@@ -113,13 +171,6 @@
 // header-timeout closes, accept errors by kind and back-offs as
 // counters. The counters are atomics; the accept path takes no lock
 // except to start a lingering refusal. package promsluice exports them to
-// Prometheus (sluice_connections_*, sluice_accept_*).
-//
-// # Usage
-//
-//	l, err := connlimit.Listen(ctx, "tcp", ":8080", connlimit.Config{Logger: logger})
-//	if err != nil { ... }
-//	srv := &http.Server{Handler: h}
-//	l.ConfigureServer(srv) // idle and header timeouts, and their counters
-//	err = srv.Serve(l)
+// Prometheus (sluice_connections_*, sluice_accept_*); package server adds
+// the send and body timeout closes.
 package connlimit

@@ -60,13 +60,21 @@ func runFloodChild(mode string) int {
 	if err != nil {
 		return fail("bad %s: %v", floodNoFileEnv, err)
 	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return fail("getrlimit: %v", err)
+	lower := func() error {
+		var rl syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+			return fmt.Errorf("getrlimit: %w", err)
+		}
+		rl.Cur = limit
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+			return fmt.Errorf("setrlimit: %w", err)
+		}
+		return nil
 	}
-	rl.Cur = limit
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return fail("setrlimit: %v", err)
+	if mode != "emfile" {
+		if err := lower(); err != nil {
+			return fail("%v", err)
+		}
 	}
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +84,10 @@ func runFloodChild(mode string) int {
 	cfg := Config{MaxAcceptBackoff: floodBackoffCap, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute}
 	switch mode {
 	case "emfile":
-		cfg.MaxConns = 1 << 20 // far above the fd limit: Accept must hit EMFILE
+		// Far above the fd limit, which is lowered only after New (New
+		// refuses a MaxConns that does not fit): Accept must hit EMFILE,
+		// as when something else uses the descriptors.
+		cfg.MaxConns = 1000
 	case "derived":
 		cfg.Reserve = 24 // MaxConns = limit - 24
 	default:
@@ -85,6 +96,11 @@ func runFloodChild(mode string) int {
 	l, err := New(counting, cfg)
 	if err != nil {
 		return fail("New: %v", err)
+	}
+	if mode == "emfile" {
+		if err := lower(); err != nil {
+			return fail("%v", err)
+		}
 	}
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

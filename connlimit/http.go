@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"context"
 	"net"
 	"net/http"
 )
@@ -41,6 +42,7 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	case http.StateNew, http.StateIdle:
 		c.readSinceIdle.Store(false)
 		c.readTimedOut.Store(false)
+		c.bodyDeadline.Store(0)
 	case http.StateActive:
 		c.timedOutToActive.Store(c.readTimedOut.Load())
 	case http.StateClosed:
@@ -90,8 +92,11 @@ func (l *Listener) ownConn(nc net.Conn) *Conn {
 
 // ConfigureServer sets srv.ReadHeaderTimeout and srv.IdleTimeout from
 // the Config (defaults filled in; negative means none, as in
-// http.Server) and chains ConnState in front of any hook srv already
-// has. Call it once, before srv.Serve(l).
+// http.Server), chains ConnState in front of any hook srv already has,
+// and wraps srv.Handler (nil means http.DefaultServeMux) so that each
+// response runs under SendTimeout and each declared request body under
+// BodyTimeout, both renewed on progress. Call it once, after setting
+// srv.Handler and before srv.Serve(l).
 func (l *Listener) ConfigureServer(srv *http.Server) {
 	srv.ReadHeaderTimeout = l.cfg.readHeaderTimeout
 	srv.IdleTimeout = l.cfg.idleTimeout
@@ -101,5 +106,17 @@ func (l *Listener) ConfigureServer(srv *http.Server) {
 		if next != nil {
 			next(nc, state)
 		}
+	}
+	handler := srv.Handler
+	if handler == nil {
+		handler = http.DefaultServeMux
+	}
+	srv.Handler = l.withDeadlines(handler)
+	prevCtx := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, nc net.Conn) context.Context {
+		if prevCtx != nil {
+			ctx = prevCtx(ctx, nc)
+		}
+		return l.connContext(ctx, nc)
 	}
 }

@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -226,8 +227,14 @@ func (l *Listener) refuse(nc net.Conn) {
 // writeBusyReply writes the reply under BusyWriteTimeout and reports
 // whether all of it went out.
 func (l *Listener) writeBusyReply(nc net.Conn) bool {
+	return l.writeReply(nc, l.cfg.busyReply)
+}
+
+// writeReply writes reply under BusyWriteTimeout and reports whether all
+// of it went out.
+func (l *Listener) writeReply(nc net.Conn, reply []byte) bool {
 	_ = nc.SetWriteDeadline(time.Now().Add(l.cfg.busyWriteTimeout))
-	if _, err := nc.Write(l.cfg.busyReply); err != nil {
+	if _, err := nc.Write(reply); err != nil {
 		l.c.busyWriteErrors.Add(1)
 		return false
 	}
@@ -265,9 +272,15 @@ func (l *Listener) linger(nc net.Conn) {
 	start := time.Now()
 	_ = nc.SetReadDeadline(start.Add(min(requestWait, l.cfg.refuseLinger)))
 	var first [512]byte
-	_, err := nc.Read(first[:])
+	n, err := nc.Read(first[:])
 	clientGone := err != nil && !isTimeout(err) // EOF or reset: nobody to answer
-	if !clientGone && l.writeBusyReply(nc) {
+	reply := l.cfg.busyReply
+	if l.cfg.httpBusyReply && n > 0 && bytes.HasPrefix([]byte(http2Preface), first[:min(n, len(http2Preface))]) {
+		// A cleartext HTTP/2 client with prior knowledge would read the
+		// HTTP/1.1 503 as garbage; it gets a GOAWAY it can report.
+		reply = http2BusyReply
+	}
+	if !clientGone && l.writeReply(nc, reply) {
 		if cw, ok := nc.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}

@@ -77,6 +77,14 @@ type Stats struct {
 	// request's headers did not arrive within ReadHeaderTimeout
 	// (slowloris; needs ConnState).
 	ClosedHeaderTimeout uint64
+	// ClosedSendTimeout counts connections whose write missed its
+	// deadline: a client that stopped reading for SendTimeout (needs
+	// ConfigureServer). net/http closes a connection after a failed write.
+	ClosedSendTimeout uint64
+	// ClosedBodyTimeout counts connections whose request body did not
+	// progress for BodyTimeout (needs ConfigureServer); net/http closes
+	// them after the reply.
+	ClosedBodyTimeout uint64
 	// AcceptErrors counts temporary Accept errors by kind (AcceptErr*).
 	AcceptErrors map[string]uint64
 	// Backoffs counts the pauses taken after temporary Accept errors.
@@ -93,6 +101,8 @@ type counters struct {
 	busyWriteErrors     atomic.Uint64
 	closedIdle          atomic.Uint64
 	closedHeaderTimeout atomic.Uint64
+	closedSendTimeout   atomic.Uint64
+	closedBodyTimeout   atomic.Uint64
 	acceptErrors        [numErrKinds]atomic.Uint64
 	backoffs            atomic.Uint64
 }
@@ -107,6 +117,8 @@ func (c *counters) snapshot(maxConns int) Stats {
 		BusyWriteErrors:     c.busyWriteErrors.Load(),
 		ClosedIdle:          c.closedIdle.Load(),
 		ClosedHeaderTimeout: c.closedHeaderTimeout.Load(),
+		ClosedSendTimeout:   c.closedSendTimeout.Load(),
+		ClosedBodyTimeout:   c.closedBodyTimeout.Load(),
 		AcceptErrors:        make(map[string]uint64, numErrKinds),
 		Backoffs:            c.backoffs.Load(),
 	}

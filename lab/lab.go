@@ -25,7 +25,7 @@ const (
 // ErrInvalidConfig is wrapped by every error New returns.
 var ErrInvalidConfig = errors.New("lab: invalid config")
 
-// Config configures a Lab. The zero Config is the seed's lab: one slot,
+// Config configures a Lab. The zero Config is the classic lab: one slot,
 // a 30 s hold limit, no logging.
 type Config struct {
 	// Slots is the number of business slots. Zero means DefaultSlots;
@@ -175,7 +175,7 @@ func (l *Lab) state(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, string(b))
 }
 
-// writeBusy is the lab's refusal writer: the seed's exact answer, 503,
+// writeBusy is the lab's refusal writer: the exact answer, 503,
 // Retry-After: 1 and {"error":"BUSY"}, whatever the reason (a closed gate
 // adds Connection: close).
 func writeBusy(w http.ResponseWriter, _ *http.Request, err error) {

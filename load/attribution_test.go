@@ -105,17 +105,17 @@ func TestAttributeMatching(t *testing.T) {
 		{Status: 503, Gate: "quota", Reason: "rate", Count: 1}, // nothing matches
 		{Status: 503, Count: 4},                                // no envelope: 4 of the 5 upstream left over
 	}}
-	Attribute(m, c)
+	attributeRefusals(m, c)
 	if m.RejectedTotal != 12 || m.Attributed != 11 || m.Unattributed != 3 {
 		t.Errorf("total %v attributed %d unattributed %d; want 12, 11, 3", m.RejectedTotal, m.Attributed, m.Unattributed)
 	}
 }
 
 func TestParseMetricsErrors(t *testing.T) {
-	if s := ParseMetrics(strings.NewReader("this is { not prometheus\n")); s.err == nil {
+	if s := parseMetrics(strings.NewReader("this is { not prometheus\n")); s.err == nil {
 		t.Error("bad exposition accepted")
 	}
-	s := ParseMetrics(strings.NewReader("sluice_admission_rejected_total{gate=\"g\",reason=\"r\"} 3\n"))
+	s := parseMetrics(strings.NewReader("sluice_admission_rejected_total{gate=\"g\",reason=\"r\"} 3\n"))
 	if s.err != nil || s.rejected[rejKey{gate: "g", reason: "r"}] != 3 || s.cpu != nil {
 		t.Errorf("untyped series: %+v", s)
 	}
@@ -135,5 +135,93 @@ func TestMetricsScrapeFailureIsRecorded(t *testing.T) {
 	m := st.Windows[0].Metrics
 	if m == nil || !strings.Contains(m.Error, "HTTP 500") || m.Unattributed != 5 || m.Attributed != 0 {
 		t.Errorf("metrics %+v", m)
+	}
+}
+
+// bookServer keeps a "db" gate's books the way promsluice exports them,
+// refuses every 4th request at connection level (connlimit's busy reply,
+// counted in sluice_connections_rejected_total), exports no process CPU
+// counter, and, from request leakAt on, admits one request it never
+// completes: that window's books must not close.
+type bookServer struct {
+	mu                  sync.Mutex
+	n, leakAt           int
+	admitted, completed float64
+	inflight, hold      float64
+	connRejected        float64
+}
+
+func (s *bookServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.URL.Path == "/metrics" {
+		fmt.Fprintf(w, "# TYPE sluice_admission_admitted_total counter\nsluice_admission_admitted_total{gate=\"db\",kind=\"default\"} %g\n", s.admitted)
+		fmt.Fprintf(w, "# TYPE sluice_admission_completed_total counter\nsluice_admission_completed_total{gate=\"db\",kind=\"default\",outcome=\"ok\"} %g\n", s.completed)
+		fmt.Fprintf(w, "# TYPE sluice_admission_inflight gauge\nsluice_admission_inflight{gate=\"db\"} %g\n", s.inflight)
+		fmt.Fprintf(w, "# TYPE sluice_admission_waiting gauge\nsluice_admission_waiting{gate=\"db\"} 0\n")
+		fmt.Fprintf(w, "# TYPE sluice_admission_capacity gauge\nsluice_admission_capacity{gate=\"db\"} 8\n")
+		fmt.Fprintf(w, "# TYPE sluice_admission_hold_seconds histogram\nsluice_admission_hold_seconds_bucket{gate=\"db\",kind=\"default\",le=\"+Inf\"} %g\nsluice_admission_hold_seconds_sum{gate=\"db\",kind=\"default\"} %g\nsluice_admission_hold_seconds_count{gate=\"db\",kind=\"default\"} %g\n", s.completed, s.hold, s.completed)
+		fmt.Fprintf(w, "# TYPE sluice_connections_rejected_total counter\nsluice_connections_rejected_total{reason=\"max_conns\"} %g\n", s.connRejected)
+		return
+	}
+	s.n++
+	if s.n%4 == 0 {
+		s.connRejected++
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":"BUSY","gate":"connections","reason":"max_conns"}`)
+		return
+	}
+	s.admitted++
+	if s.leakAt > 0 && s.n == s.leakAt {
+		s.inflight++ // a slot taken and never given back
+	} else {
+		s.completed++
+		s.hold += 0.010
+	}
+	io.WriteString(w, "ok")
+}
+
+func TestGateBooksOccupancyAndConnectionRefusals(t *testing.T) {
+	bs := &bookServer{leakAt: 50}
+	srv := serve(t, bs.ServeHTTP)
+	r, err := Run(context.Background(), "load", Meta{}, []Config{{
+		Targets: []Target{{URL: srv.URL + "/q"}}, Shape: mustShape(t, 200, 200*time.Millisecond),
+		Workers: 4, MetricsURL: srv.URL + "/metrics", Windows: 2, MaxLag: time.Second, MaxCPU: 2,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := r.Steps[0].Windows
+	for _, w := range ws {
+		m := w.Metrics
+		if m == nil || m.Error != "" || w.Counts.Refused != 10 {
+			t.Fatalf("window %d: metrics %+v, refused %d (want 10 of 40)", w.Index, m, w.Counts.Refused)
+		}
+		// Connection-level refusals are booked under connections/max_conns.
+		if m.Attributed != w.Counts.Refused || m.Unattributed != 0 {
+			t.Errorf("window %d: attributed %d unattributed %d of %d connection refusals", w.Index, m.Attributed, m.Unattributed, w.Counts.Refused)
+		}
+		if len(m.Gates) != 1 || m.Gates[0].Gate != "db" || m.Gates[0].Admitted != 30 {
+			t.Fatalf("window %d gates %+v", w.Index, m.Gates)
+		}
+		g := m.Gates[0]
+		if want := g.Completed * 0.010 / w.ElapsedS; !same(g.Occupancy, want) || g.Occupancy == 0 {
+			t.Errorf("window %d occupancy %v, want completed × 10 ms / elapsed = %v", w.Index, g.Occupancy, want)
+		}
+		if g.Capacity == nil || *g.Capacity != 8 {
+			t.Errorf("capacity %v", g.Capacity)
+		}
+		if m.ServerCPUSeconds != nil {
+			t.Errorf("server CPU %v from a server that exports none", *m.ServerCPUSeconds)
+		}
+	}
+	if !ws[0].Metrics.BooksClosed || !ws[0].Metrics.Gates[0].Closed {
+		t.Errorf("window 0 books do not close: %+v", ws[0].Metrics.Gates)
+	}
+	g1 := ws[1].Metrics.Gates[0]
+	if ws[1].Metrics.BooksClosed || g1.Closed || len(g1.Problems) != 2 ||
+		!strings.Contains(g1.Problems[0], "inflight 1") || !strings.Contains(g1.Problems[1], "admitted 30 but completed 29") {
+		t.Errorf("window 1 leaked a slot, yet: closed %v, problems %q", g1.Closed, g1.Problems)
 	}
 }

@@ -33,7 +33,7 @@ func BenchmarkWorkerRequest(b *testing.B) {
 			if wk.h1 != nil {
 				defer wk.h1.closeAll()
 			}
-			w := newWinRec(0, 1, time.Hour)
+			w := newWinRec(0, 1, time.Hour, nil)
 			b.ReportAllocs()
 			for b.Loop() {
 				wk.do(arrival{sched: time.Since(e.base), win: w}, w.stripes[0])

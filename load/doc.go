@@ -25,14 +25,18 @@
 //
 // # Parts
 //
+//   - Config (config.go): one step's settings, their defaults and bounds;
+//     the engine (engine.go) runs a step's windows, tally.go holds a
+//     window's striped counters while it runs.
 //   - Shape (shape.go): arrival i is due at At(i), the time at which the
 //     integral of the rate reaches i.
-//   - The pacer (engine.go, pace): sleeps to each due time (a Go timer for
-//     the long part, nanosleep for the last 2 ms, since Go timers below a
-//     millisecond wake up to a millisecond late on Linux), hands every due
+//   - The pacer (pacer.go): sleeps to each due time (for sparse timetables
+//     a Go timer, then nanosleep for the last 2 ms, since Go timers below a
+//     millisecond wake up to a millisecond late on Linux; for dense ones a
+//     Go timer alone, which batches arrivals and costs far less), hands every due
 //     arrival to the queue without blocking, and records its own lag
 //     (hand-off − due) in the window's schedule-lag histogram.
-//   - Workers (engine.go, worker): each owns prepared requests and a body
+//   - Workers (worker.go): each owns prepared requests and a body
 //     buffer and records four timestamps per request — scheduled, sent,
 //     first byte, done — into one of a few lock-striped tallies of the
 //     window. For plain http:// targets a worker speaks HTTP/1.1 itself
@@ -45,18 +49,28 @@
 //     scraped (metrics) before and after, and the next starts only when all
 //     of the previous one's requests have finished (the drain), so each
 //     window is judged on its own. A drain that outlasts DrainTimeout aborts
-//     the run; what was in flight counts as unfinished.
+//     the run; what was in flight counts as unfinished. Each window keeps a
+//     per-second timeline (seclat.go: coarse per-second percentiles) and,
+//     when stepped or ramped, one row per step (phases).
 //   - Closed loop: Concurrency workers, each sending when the previous
 //     answer arrives; scheduled == sent, so response time equals request
 //     time — which is exactly why closed loops hide stalls.
-//   - Reports (report.go, file.go, merge.go): the JSON document
-//     "sluice/load-report/v1" (schema/load-report-v1.json), written
-//     atomically; histograms are embedded as exact HdrHistogram snapshots so
-//     reports from several driver machines merge exactly (Merge). Validate
-//     rejects a report whose classes do not reconcile.
+//   - Reports (report.go, file.go, verify.go, merge.go, release.go): the
+//     JSON document "sluice/load-report/v1" (schema/load-report-v1.json),
+//     written atomically; histograms are embedded as exact HdrHistogram
+//     snapshots so reports from several driver machines merge exactly
+//     (Merge). ParseReport refuses a report whose classes do not reconcile
+//     or whose stored summaries disagree with its histograms and counts.
 //   - Verdicts (profile.go): a Profile has named Cases (QPS floor, response
 //     p99 budget, refusal and error rate limits, zero drops); Judge returns
 //     PASS, FAIL with every reason, or INVALID.
+//   - Server books (scrape.go): with a metrics URL, each window records the
+//     server's rejections (attributing refusals to gates, connection-level
+//     ones to "connections"), each gate's balance and occupancy, and its CPU.
+//   - Bounds (limits.go): every size a Config can ask for has an upper
+//     bound derived from the memory it costs.
+//   - Drawing reports for people is package render; writing files
+//     atomically is load/internal/atomicfile.
 //
 // # What the latencies mean
 //

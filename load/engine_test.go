@@ -168,123 +168,6 @@ func TestDefaultQueueDepth(t *testing.T) {
 	}
 }
 
-// stallServer answers at once, except that the first request arriving after
-// stallAt stalls for stall. Every request that arrives during the stall
-// waits for its end too, as on a server whose only thread is stuck.
-func stallServer(t *testing.T, stallAt, stall time.Duration) string {
-	start := time.Now()
-	var mu sync.Mutex
-	var until time.Time
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		now := time.Now()
-		if until.IsZero() && now.Sub(start) >= stallAt {
-			until = now.Add(stall)
-		}
-		wait := time.Until(until)
-		mu.Unlock()
-		if wait > 0 {
-			time.Sleep(wait)
-		}
-		io.WriteString(w, "ok")
-	})
-	return srv.URL
-}
-
-// TestStallShowsInResponseTimeNotRequestTime is the coordinated-omission
-// test: one connection, the server stalls for 1 s. Open loop: the arrivals
-// scheduled during the stall wait in the driver's queue, so response time
-// (from the schedule) shows the stall while request time (from the send)
-// stays low. Closed loop, same case: the stall is one slow request among
-// thousands, invisible at p99.
-func TestStallShowsInResponseTimeNotRequestTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 3 s of real load")
-	}
-	url := stallServer(t, 200*time.Millisecond, time.Second)
-	open, _ := runOne(t, context.Background(), Config{
-		Targets: []Target{{URL: url}}, Shape: mustShape(t, 200, 1500*time.Millisecond),
-		Workers: 1, QueueDepth: 1000,
-	})
-	l := open.Windows[0].Latency
-	t.Logf("open loop: response p50 %.1f p99 %.1f ms; request p99 %.1f max %.1f ms; wait p99 %.1f ms",
-		l.ResponseTime.P50, l.ResponseTime.P99, l.RequestTime.P99, l.RequestTime.Max, l.ScheduleWait.P99)
-	if open.Windows[0].Counts.Dropped != 0 {
-		t.Fatalf("dropped %d", open.Windows[0].Counts.Dropped)
-	}
-	if l.ResponseTime.P99 < 800 {
-		t.Errorf("open loop response time p99 %.1f ms does not show the 1 s stall", l.ResponseTime.P99)
-	}
-	if l.ScheduleWait.P99 < 700 {
-		t.Errorf("open loop schedule wait p99 %.1f ms does not show the queueing", l.ScheduleWait.P99)
-	}
-	if l.RequestTime.P99 > 100 {
-		t.Errorf("open loop request time p99 %.1f ms, want low (only one request stalled)", l.RequestTime.P99)
-	}
-	if l.RequestTime.Max < 900 {
-		t.Errorf("request time max %.1f ms misses the stalled request", l.RequestTime.Max)
-	}
-
-	url = stallServer(t, 200*time.Millisecond, time.Second)
-	closed, _ := runOne(t, context.Background(), Config{
-		Targets: []Target{{URL: url}}, Concurrency: 1, Duration: 1500 * time.Millisecond,
-	})
-	cl := closed.Windows[0].Latency
-	t.Logf("closed loop: %d requests, response p99 %.2f ms max %.1f ms", cl.ResponseTime.Count, cl.ResponseTime.P99, cl.ResponseTime.Max)
-	if cl.ResponseTime.P99 > 100 {
-		t.Errorf("closed loop p99 %.1f ms: expected the stall to hide at p99", cl.ResponseTime.P99)
-	}
-	if cl.ResponseTime.Max < 900 {
-		t.Errorf("closed loop max %.1f ms misses the stall", cl.ResponseTime.Max)
-	}
-	if cl.ScheduleWait.Max > 5 {
-		t.Errorf("closed loop schedule wait max %.1f ms: closed loops send when they schedule", cl.ScheduleWait.Max)
-	}
-}
-
-func TestWindowsDrainBetween(t *testing.T) {
-	var inflight, maxSeen atomic.Int64
-	var cross atomic.Bool
-	var mu sync.Mutex
-	windowOf := map[string]bool{}
-	_ = windowOf
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		n := inflight.Add(1)
-		defer inflight.Add(-1)
-		if n > maxSeen.Load() {
-			maxSeen.Store(n)
-		}
-		mu.Lock()
-		mu.Unlock()
-		time.Sleep(30 * time.Millisecond)
-		io.WriteString(w, "ok")
-	})
-	st, end := runOne(t, context.Background(), Config{
-		Targets: []Target{{URL: srv.URL}}, Shape: mustShape(t, 100, 200*time.Millisecond),
-		Windows: 3, Workers: 4,
-	})
-	if end != EndDone || len(st.Windows) != 3 {
-		t.Fatalf("end %q windows %d", end, len(st.Windows))
-	}
-	for i, w := range st.Windows {
-		if w.Index != i || w.Counts.Scheduled != 20 || w.Counts.OK != 20 {
-			t.Errorf("window %d: index %d counts %+v", i, w.Index, w.Counts)
-		}
-		if w.ElapsedS < w.DurationS {
-			t.Errorf("window %d elapsed %.3f < duration %.3f", i, w.ElapsedS, w.DurationS)
-		}
-		if i > 0 {
-			prev := st.Windows[i-1]
-			if end := prev.Started.Add(time.Duration(prev.ElapsedS * float64(time.Second))); w.Started.Before(end) {
-				cross.Store(true)
-			}
-		}
-	}
-	if cross.Load() {
-		t.Error("a window started before the previous one drained")
-	}
-}
-
 func TestRequestShape(t *testing.T) {
 	type seen struct {
 		method, path, hdr, host, body string
@@ -481,3 +364,26 @@ func TestLoggerGetsWindowsAndAborts(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestLiveProgressLines(t *testing.T) {
+	srv := serve(t, (&classServer{}).ServeHTTP)
+	var lines []Progress
+	done := make(chan struct{})
+	runOne(t, context.Background(), Config{
+		Targets: []Target{{URL: srv.URL}}, Shape: mustShape(t, 100, 1200*time.Millisecond),
+		Live: func(p Progress) {
+			select {
+			case <-done:
+			default:
+				lines = append(lines, p)
+			}
+		},
+	})
+	close(done)
+	if len(lines) != 1 {
+		t.Fatalf("%d live lines in 1.2 s, want 1", len(lines))
+	}
+	if p := lines[0]; p.Sent < 50 || p.Sent > 120 || p.Rate < 40 || p.Rate > 140 {
+		t.Errorf("progress %+v", p)
+	}
+}

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/sluicehq/sluice/load/internal/atomicfile"
 )
 
 // ErrBadReport reports a file that is not a valid v1 report.
@@ -18,8 +19,8 @@ func DefaultReportName(t time.Time) string {
 	return "load-report-" + t.UTC().Format("20060102T150405Z") + ".json"
 }
 
-// MarshalReport encodes r as indented JSON.
-func MarshalReport(r *Report) ([]byte, error) {
+// marshalReport encodes r as indented JSON.
+func marshalReport(r *Report) ([]byte, error) {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return nil, err
@@ -27,45 +28,13 @@ func MarshalReport(r *Report) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// WriteFileAtomic writes data to path through a temporary file in the same
-// folder, synced and renamed into place: readers see the old file or the
-// whole new one, never a part.
-func WriteFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // WriteReport writes r to path atomically.
 func WriteReport(path string, r *Report) error {
-	b, err := MarshalReport(r)
+	b, err := marshalReport(r)
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b)
+	return atomicfile.Write(path, b)
 }
 
 // ParseReport decodes and validates a report (see Validate). Unknown fields
@@ -101,7 +70,10 @@ func ReadReport(path string) (*Report, error) {
 }
 
 // Validate checks what the JSON schema cannot: the outcome classes
-// reconcile, and each histogram decodes and agrees with its summary.
+// reconcile, and every stored summary a verdict reads (latency percentiles,
+// rates, timeline totals, driver CPU use, attribution) equals its
+// recomputation from the histograms and counts. The error names the first
+// field that disagrees.
 func Validate(r *Report) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadReport}, a...)...)
@@ -122,6 +94,11 @@ func Validate(r *Report) error {
 	if r.Steps == nil {
 		return bad("no steps")
 	}
+	if r.ReleaseQualified && r.Kind != "merge" {
+		if why := ReleaseReasons(r); len(why) > 0 {
+			return bad("release_qualified is true but %s", why[0])
+		}
+	}
 	for si, st := range r.Steps {
 		if st.Mode != "open" && st.Mode != "closed" {
 			return bad("step %d: mode %q", si, st.Mode)
@@ -132,25 +109,8 @@ func Validate(r *Report) error {
 			if err := c.Reconcile(); err != nil {
 				return bad("%s: %v", where, err)
 			}
-			var tl Second
-			for _, s := range w.Timeline {
-				tl.Scheduled += s.Scheduled
-				tl.Dropped += s.Dropped
-			}
-			if tl.Scheduled != c.Scheduled || tl.Dropped != c.Dropped {
-				return bad("%s: timeline disagrees with counts", where)
-			}
-			for name, d := range map[string]Dist{
-				"schedule_wait": w.Latency.ScheduleWait, "request_time": w.Latency.RequestTime,
-				"response_time": w.Latency.ResponseTime, "first_byte": w.Latency.FirstByte,
-				"ok_response_time": w.Latency.OKResponseTime, "schedule_lag": w.Driver.ScheduleLag,
-			} {
-				if _, err := histOf(d); err != nil {
-					return bad("%s %s: %v", where, name, err)
-				}
-			}
-			if w.Latency.ResponseTime.Count != c.OK+c.Refused+c.HTTPError {
-				return bad("%s: response_time count %d, want ok+refused+http_error = %d", where, w.Latency.ResponseTime.Count, c.OK+c.Refused+c.HTTPError)
+			if err := verifyWindow(w, r.Host, r.Kind); err != nil {
+				return bad("%s: %v", where, err)
 			}
 		}
 	}

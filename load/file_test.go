@@ -3,46 +3,10 @@ package load
 import (
 	"bytes"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "r.json")
-	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(p, []byte("new content")); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "new content" {
-		t.Errorf("content %q", b)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("temporary files left: %v", ents)
-	}
-	// A folder that does not exist: an error and no file.
-	bad := filepath.Join(dir, "missing", "r.json")
-	if err := WriteFileAtomic(bad, []byte("x")); err == nil {
-		t.Error("write into a missing folder succeeded")
-	}
-	// The target is a folder: rename fails, the temp file is cleaned up and
-	// the folder is untouched.
-	sub := filepath.Join(dir, "sub")
-	os.Mkdir(sub, 0o755)
-	if err := WriteFileAtomic(sub, []byte("x")); err == nil {
-		t.Error("overwrote a folder")
-	}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".tmp-") {
-			t.Errorf("temporary file %s left after a failed write", e.Name())
-		}
-	}
-}
 
 func TestReportRoundTrip(t *testing.T) {
 	r := realReport(t)
@@ -54,8 +18,8 @@ func TestReportRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b1, _ := MarshalReport(r)
-	b2, _ := MarshalReport(back)
+	b1, _ := marshalReport(r)
+	b2, _ := marshalReport(back)
 	if !bytes.Equal(b1, b2) {
 		t.Error("report changed in a write/read round trip")
 	}
@@ -66,11 +30,11 @@ func TestReportRoundTrip(t *testing.T) {
 
 func TestParseReportRejects(t *testing.T) {
 	r := realReport(t)
-	good, _ := MarshalReport(r)
+	good, _ := marshalReport(r)
 	mutate := func(f func(*Report)) []byte {
 		c, _ := ParseReport(good)
 		f(c)
-		b, _ := MarshalReport(c)
+		b, _ := marshalReport(c)
 		return b
 	}
 	cases := map[string][]byte{
@@ -88,6 +52,8 @@ func TestParseReportRejects(t *testing.T) {
 		"timeline lies":  mutate(func(c *Report) { c.Steps[0].Windows[0].Timeline[0].Scheduled++ }),
 		"bad mode":       mutate(func(c *Report) { c.Steps[0].Mode = "ajar" }),
 		"refusals lie":   mutate(func(c *Report) { c.Steps[0].Windows[0].Counts.Refusals = nil }),
+		"drops lie":      mutate(func(c *Report) { c.Steps[0].Windows[0].Counts.DropReasons["queue_full"] = 3 }),
+		"kinds lie":      mutate(func(c *Report) { c.Steps[0].Windows[0].Counts.TransportErrors["other"] = 2 }),
 		"no steps":       mutate(func(c *Report) { c.Steps = nil }),
 	}
 	for name, b := range cases {
@@ -97,5 +63,45 @@ func TestParseReportRejects(t *testing.T) {
 	}
 	if _, err := ReadReport(filepath.Join(t.TempDir(), "none.json")); !errors.Is(err, ErrBadReport) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestParseReportRefusesEditedSummaries edits, one at a time, each stored
+// figure a verdict reads, leaving the histograms and counts alone. Every
+// edit must be refused with an error naming the field: a report whose p99
+// was lowered by hand must not pass a release check.
+func TestParseReportRefusesEditedSummaries(t *testing.T) {
+	r := realReport(t)
+	good, _ := marshalReport(r)
+	if _, err := ParseReport(good); err != nil {
+		t.Fatalf("the untouched report is refused: %v", err)
+	}
+	mutate := func(f func(w *Window)) []byte {
+		c, _ := ParseReport(good)
+		f(&c.Steps[0].Windows[1])
+		b, _ := marshalReport(c)
+		return b
+	}
+	cases := []struct {
+		field string
+		edit  func(w *Window)
+	}{
+		{"latency.response_time.p99_ms", func(w *Window) { w.Latency.ResponseTime.P99 /= 2 }},
+		{"latency.response_time.p50_ms", func(w *Window) { w.Latency.ResponseTime.P50 += 1 }},
+		{"latency.ok_response_time.max_ms", func(w *Window) { w.Latency.OKResponseTime.Max = 0 }},
+		{"latency.request_time.p99_ms", func(w *Window) { w.Latency.RequestTime.P99 = 0.001 }},
+		{"driver.schedule_lag.p99_ms", func(w *Window) { w.Driver.ScheduleLag.P99 = 0 }},
+		{"rates.ok", func(w *Window) { w.Rates.OK *= 10 }},
+		{"rates.offered", func(w *Window) { w.Rates.Offered++ }},
+		{"driver.cpu_utilization", func(w *Window) { w.Driver.CPUUtilization = 0; w.Driver.CPUSeconds = 1 }},
+		{"timeline ok", func(w *Window) { w.Timeline[0].OK++ }},
+		{"timeline refused", func(w *Window) { w.Timeline[0].Refused-- }},
+		{"metrics attribution", func(w *Window) { w.Metrics.Unattributed++ }},
+	}
+	for _, c := range cases {
+		_, err := ParseReport(mutate(c.edit))
+		if !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s edited: err %v, want ErrBadReport naming the field", c.field, err)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ func FuzzParseProfile(f *testing.F) {
 	f.Add([]byte(`{"cases":[{"name":"a","duration":"1s","rate":5}]}`))
 	f.Add([]byte(`{"cases":[]}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"cases":[{"name":"big","rate":1e308,"workers":99999999,"windows":99999999,"duration":"100000h"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProfile(data)
 		if err != nil {
@@ -29,6 +32,14 @@ func FuzzParseProfile(f *testing.F) {
 			if c.Name == "" || c.QPSFloor < 0 || (c.MaxErrorRate != nil && (*c.MaxErrorRate < 0 || *c.MaxErrorRate > 1)) {
 				t.Fatalf("accepted a bad case %+v", c)
 			}
+			if c.Rate > MaxRate || c.Workers > MaxWorkers || c.Concurrency > MaxWorkers || c.Windows > MaxWindows {
+				t.Fatalf("accepted a case past the size bounds %+v", c)
+			}
+			if c.Duration != "" {
+				if d, err := time.ParseDuration(c.Duration); err != nil || d <= 0 || d > MaxWindowDuration {
+					t.Fatalf("accepted duration %q", c.Duration)
+				}
+			}
 			if _, err := p.Case(c.Name); err != nil {
 				t.Fatalf("case %q not found: %v", c.Name, err)
 			}
@@ -40,6 +51,9 @@ func FuzzParseTargets(f *testing.F) {
 	f.Add([]byte("http://127.0.0.1:8080/a\nPOST http://h/b weight=2\n# c\n"))
 	f.Add([]byte(`[{"url":"http://h/","headers":{"A":["b"]},"weight":3}]`))
 	f.Add([]byte("GET\n"))
+	f.Add([]byte(`[{"url":"http://h/","headers":{"X-A":["a\r\nInjected: yes"]}}]`))
+	f.Add([]byte(`[{"url":"http://h/","headers":{"X-A":["a","b"],"x-a":["c"],"Host":["other"]}}]`))
+	f.Add([]byte(`[{"method":"POST","url":"http://h/p?q=1","body":"aGk=","weight":999999999999}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ts, err := ParseTargets(data, Target{Method: "GET"})
 		if err != nil {
@@ -57,6 +71,45 @@ func FuzzParseTargets(f *testing.F) {
 			}
 			if _, err := CheckTarget(tg); err != nil {
 				t.Fatalf("parsed target fails its own check: %v", err)
+			}
+		}
+		// What the file says is what goes on the wire: the serialised
+		// request parses back with exactly the file's header values, so no
+		// value can add a header line of its own.
+		wire, _, err := h1Targets(Config{Targets: ts})
+		if err != nil {
+			return // a URL net/url parses but h1 cannot address; CheckTarget is the judge of validity
+		}
+		for i, tg := range ts {
+			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(wire[i].wire)))
+			if err != nil {
+				t.Fatalf("serialised target %+v does not parse: %v\n%q", tg, err, wire[i].wire)
+			}
+			for k, vs := range tg.Header {
+				ck := http.CanonicalHeaderKey(k)
+				switch ck {
+				case "Host", "Content-Length", "Connection", "Transfer-Encoding", "User-Agent":
+					continue
+				}
+				var want []string
+				for k2, vs2 := range tg.Header {
+					if http.CanonicalHeaderKey(k2) == ck {
+						for _, v := range vs2 {
+							want = append(want, strings.Trim(v, " \t"))
+						}
+					}
+				}
+				got := req.Header.Values(ck)
+				slices.Sort(want)
+				got = slices.Clone(got)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("header %s: wire has %q, file had %q", ck, got, want)
+				}
+				_ = vs
+			}
+			if len(req.Header) > len(tg.Header)+3 {
+				t.Fatalf("wire has headers %v, target %v", req.Header, tg.Header)
 			}
 		}
 		p := newPicker(Weighted, ts, 0)
@@ -108,12 +161,10 @@ func FuzzParseReport(f *testing.F) {
 				}
 			}
 		}
-		// Whatever parses can be judged, rendered and written again.
+		// Whatever parses can be judged and written again (render has a
+		// fuzz test of its own for drawing it).
 		Judge(r, &Case{Name: "x", QPSFloor: 1})
-		var b bytes.Buffer
-		WriteSummary(&b, r)
-		RenderHTML([]*Report{r}, []string{"r"})
-		if _, err := MarshalReport(r); err != nil {
+		if _, err := marshalReport(r); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -123,7 +174,7 @@ func FuzzParseMetrics(f *testing.F) {
 	f.Add("sluice_admission_rejected_total{gate=\"disk\",kind=\"read\",reason=\"full\"} 3\nprocess_cpu_seconds_total 1.5\n")
 	f.Add("# TYPE x counter\nx 1\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		s := ParseMetrics(strings.NewReader(text))
+		s := parseMetrics(strings.NewReader(text))
 		if s.err == nil && s.rejected == nil {
 			t.Fatal("no error and no map")
 		}

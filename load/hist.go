@@ -20,6 +20,10 @@ type hdrHist = hdr.Histogram
 
 func newHist() *hdr.Histogram { return hdr.New(histLowest, histHighest, histDigits) }
 
+// newPhaseHist is the smaller histogram of a phase row: two significant
+// digits, about 24 KB.
+func newPhaseHist() *hdr.Histogram { return hdr.New(histLowest, histHighest, 2) }
+
 // record adds d, clamped into the trackable range.
 func record(h *hdr.Histogram, d time.Duration) {
 	us := int64(d / time.Microsecond)

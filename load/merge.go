@@ -1,6 +1,8 @@
 package load
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -16,14 +18,28 @@ var ErrMerge = errors.New("load: cannot merge")
 // window duration. Server metrics are the server's, not a driver's: the
 // first report's scrape is kept and attribution redone against the merged
 // refusals. The verdict is re-judged with the first report's profile case.
+// The same run given twice (identical content) is refused: its requests
+// would count twice.
 func Merge(meta Meta, rs []*Report) (*Report, error) {
 	if len(rs) < 2 {
 		return nil, fmt.Errorf("%w: need at least two reports", ErrMerge)
 	}
+	seen := map[[32]byte]int{}
+	for i, r := range rs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: report %d: %v", ErrMerge, i, err)
+		}
+		sum := sha256.Sum256(b)
+		if j, dup := seen[sum]; dup {
+			return nil, fmt.Errorf("%w: report %d is the same run as report %d: merging it would count every request twice", ErrMerge, i, j)
+		}
+		seen[sum] = i
+	}
 	if meta.Profile == nil {
 		meta.Profile = rs[0].Profile
 	}
-	out := NewReport("merge", meta)
+	out := newReport("merge", meta)
 	out.Started, out.Finished = rs[0].Started, rs[0].Finished
 	first := rs[0]
 	for i, r := range rs {
@@ -75,6 +91,18 @@ func Merge(meta Meta, rs []*Report) (*Report, error) {
 		out.Steps = append(out.Steps, st)
 	}
 	out.Verdict = Judge(out, meta.caseOf())
+	// A merge is release-qualified when every input is, from one binary of
+	// one revision; its provenance is then theirs.
+	out.SourceFiles = append([]SourceFile{}, first.SourceFiles...)
+	out.ReleaseReasons = []string{}
+	for i, r := range rs {
+		if len(ReleaseReasons(r)) > 0 {
+			out.ReleaseReasons = append(out.ReleaseReasons, fmt.Sprintf("input %d is not release-qualified", i))
+		} else if r.Tool.Revision != first.Tool.Revision || r.BinarySHA256 != first.BinarySHA256 {
+			out.ReleaseReasons = append(out.ReleaseReasons, fmt.Sprintf("input %d comes from another binary or revision", i))
+		}
+	}
+	out.ReleaseQualified = len(out.ReleaseReasons) == 0
 	return out, nil
 }
 
@@ -119,6 +147,12 @@ func mergeWindows(ws []Window) (Window, error) {
 			t.OK += s.OK
 			t.Refused += s.Refused
 			t.Errors += s.Errors
+			// Coarse per-second percentiles do not merge exactly: keep the
+			// highest, an upper bound.
+			t.ResponseP50 = max(t.ResponseP50, s.ResponseP50)
+			t.ResponseP99 = max(t.ResponseP99, s.ResponseP99)
+			t.OKResponseP99 = max(t.OKResponseP99, s.OKResponseP99)
+			t.LagP99 = max(t.LagP99, s.LagP99)
 		}
 		out.Driver.CPUSeconds += w.Driver.CPUSeconds
 		out.Driver.CPUUtilization = max(out.Driver.CPUUtilization, w.Driver.CPUUtilization)
@@ -152,10 +186,15 @@ func mergeWindows(ws []Window) (Window, error) {
 		out.Driver.Reasons = append(out.Driver.Reasons, w.Driver.Reasons...)
 	}
 	out.Rates = ratesOf(c, out.DurationS)
+	ps, err := mergePhases(ws)
+	if err != nil {
+		return Window{}, err
+	}
+	out.Phases = ps
 	if out.Metrics != nil {
 		m := out.Metrics
 		if m.Error == "" {
-			Attribute(m, c)
+			attributeRefusals(m, c)
 			if m.ServerCPUSeconds != nil && c.OK > 0 {
 				per := *m.ServerCPUSeconds / float64(c.OK) * 1000
 				m.ServerCPUPerOKMillis = &per
@@ -174,4 +213,38 @@ func addMap(dst, src map[string]int64) {
 	for k, v := range src {
 		dst[k] += v
 	}
+}
+
+// mergePhases adds the phase rows of windows that have the same rows; rows
+// of different shapes (or none) are dropped from the merge.
+func mergePhases(ws []Window) ([]Phase, error) {
+	n := len(ws[0].Phases)
+	for _, w := range ws {
+		if len(w.Phases) != n {
+			return nil, nil
+		}
+	}
+	out := make([]Phase, n)
+	for i := range out {
+		p := ws[0].Phases[i]
+		p.Counts, p.RateFrom, p.RateTo = PhaseCounts{}, 0, 0
+		var resp, ok []Dist
+		for _, w := range ws {
+			q := w.Phases[i]
+			addPhaseCounts(&p.Counts, q.Counts)
+			p.RateFrom += q.RateFrom
+			p.RateTo += q.RateTo
+			resp, ok = append(resp, q.ResponseTime), append(ok, q.OKResponseTime)
+		}
+		var err error
+		if p.ResponseTime, err = mergeDists(resp...); err != nil {
+			return nil, err
+		}
+		if p.OKResponseTime, err = mergeDists(ok...); err != nil {
+			return nil, err
+		}
+		p.Rates = ratesOf(Counts{Scheduled: p.Counts.Scheduled, Sent: p.Counts.Sent, OK: p.Counts.OK}, p.EndS-p.StartS)
+		out[i] = p
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,5 +101,30 @@ func TestMergeRefusesMismatches(t *testing.T) {
 	c.Steps[0].Windows = c.Steps[0].Windows[:1]
 	if _, err := Merge(Meta{}, []*Report{a, &c}); !errors.Is(err, ErrMerge) {
 		t.Errorf("different window counts merged: %v", err)
+	}
+}
+
+// TestMergeRefusesDuplicateInputs: the same run twice, whether the same
+// pointer or a copy read back from its file, would double every count.
+func TestMergeRefusesDuplicateInputs(t *testing.T) {
+	srv := serve(t, (&classServer{}).ServeHTTP)
+	a := shortRun(t, srv.URL, 100)
+	b, _ := marshalReport(a)
+	again, err := ParseReport(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rs := range map[string][]*Report{"same": {a, a}, "copy": {a, again}} {
+		_, err := Merge(Meta{}, rs)
+		if !errors.Is(err, ErrMerge) || !strings.Contains(err.Error(), "same run") {
+			t.Errorf("%s: err %v, want ErrMerge naming the duplicate", name, err)
+		}
+	}
+	other := shortRun(t, srv.URL, 100)
+	if _, err := Merge(Meta{}, []*Report{a, other, again}); !errors.Is(err, ErrMerge) {
+		t.Errorf("duplicate among three merged: %v", err)
+	}
+	if _, err := Merge(Meta{}, []*Report{a, other}); err != nil {
+		t.Errorf("two distinct runs refused: %v", err)
 	}
 }

@@ -93,12 +93,15 @@ func ParseProfile(data []byte) (Profile, error) {
 		if c.Concurrency < 0 || c.Workers < 0 || c.Windows < 0 {
 			return Profile{}, bad("counts must be >= 0")
 		}
+		if c.Rate > MaxRate || c.Concurrency > MaxWorkers || c.Workers > MaxWorkers || c.Windows > MaxWindows {
+			return Profile{}, bad(fmt.Sprintf("sizes over the bounds: rate at most %d, concurrency and workers at most %d, windows at most %d", MaxRate, MaxWorkers, MaxWindows))
+		}
 		if c.Rate > 0 && c.Concurrency > 0 {
 			return Profile{}, bad("rate and concurrency are exclusive")
 		}
 		if c.Duration != "" {
-			if d, err := time.ParseDuration(c.Duration); err != nil || d <= 0 {
-				return Profile{}, bad(fmt.Sprintf("duration %q", c.Duration))
+			if d, err := time.ParseDuration(c.Duration); err != nil || d <= 0 || d > MaxWindowDuration {
+				return Profile{}, bad(fmt.Sprintf("duration %q (must be > 0 and at most %v)", c.Duration, MaxWindowDuration))
 			}
 		}
 	}
@@ -155,7 +158,7 @@ func Judge(r *Report, c *Case) Verdict {
 			windows++
 			wv := WindowVerdict{Step: si, Window: w.Index, Status: StatusPass, Reasons: []string{}}
 			where := fmt.Sprintf("step %d (%s) window %d", si, st.Label, w.Index)
-			if dl := DriverLimits(w, budget, maxLag, maxCPU); len(dl) > 0 {
+			if dl := driverLimits(w, budget, maxLag, maxCPU); len(dl) > 0 {
 				wv.Status = StatusInvalid
 				for _, s := range dl {
 					wv.Reasons = append(wv.Reasons, "driver-limited: "+s)

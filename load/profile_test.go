@@ -143,17 +143,17 @@ func TestJudgeVerdicts(t *testing.T) {
 
 func TestDriverLimits(t *testing.T) {
 	w := judgedWindow(t, Counts{Scheduled: 10, Sent: 10, OK: 10}, 1, 1, 2, 1)
-	if r := DriverLimits(w, 500, 10, 0); len(r) != 0 {
+	if r := driverLimits(w, 500, 10, 0); len(r) != 0 {
 		t.Errorf("lag 2 ms under 10 ms: %v", r)
 	}
-	if r := DriverLimits(w, 500, 1, 0); len(r) != 1 || !strings.Contains(r[0], "schedule lag") {
+	if r := driverLimits(w, 500, 1, 0); len(r) != 1 || !strings.Contains(r[0], "schedule lag") {
 		t.Errorf("lag 2 ms over 1 ms: %v", r)
 	}
 	w.Driver.CPUUtilization = 0.97
-	if r := DriverLimits(w, 500, 10, 0); len(r) != 1 || !strings.Contains(r[0], "CPU") {
+	if r := driverLimits(w, 500, 10, 0); len(r) != 1 || !strings.Contains(r[0], "CPU") {
 		t.Errorf("cpu: %v", r)
 	}
-	if r := DriverLimits(w, 500, 10, 1.5); len(r) != 0 {
+	if r := driverLimits(w, 500, 10, 1.5); len(r) != 0 {
 		t.Errorf("cpu limit above 1 must disable the check: %v", r)
 	}
 }

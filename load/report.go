@@ -24,6 +24,13 @@ type Report struct {
 	Steps        []Step      `json:"steps"`
 	Verdict      Verdict     `json:"verdict"`
 	Sources      []Source    `json:"sources,omitempty"` // the reports a merge combined
+	// SourceFiles are the hashes of the source files that define the gates
+	// and the driver, as the binary recorded them.
+	SourceFiles []SourceFile `json:"source_files"`
+	// ReleaseQualified says the report names exactly what produced it (see
+	// ReleaseReasons); ReleaseReasons says why not.
+	ReleaseQualified bool     `json:"release_qualified"`
+	ReleaseReasons   []string `json:"release_reasons"`
 }
 
 // Tool identifies the binary that wrote a report.
@@ -116,6 +123,9 @@ type Window struct {
 	Driver    Driver    `json:"driver"`
 	Metrics   *Metrics  `json:"metrics,omitempty"`
 	Timeline  []Second  `json:"timeline"`
+	// Phases are the steps of a stepped or ramped window, each its own row;
+	// absent for a constant rate or a closed loop.
+	Phases []Phase `json:"phases,omitempty"`
 }
 
 // Counts are the outcome classes. They reconcile exactly:
@@ -197,18 +207,45 @@ type Driver struct {
 
 // Metrics is what a Prometheus scrape before and after the window showed.
 type Metrics struct {
-	URL                  string      `json:"url"`
-	Error                string      `json:"error,omitempty"`
-	Rejections           []Rejection `json:"rejections"`
-	RejectedTotal        float64     `json:"rejected_total"`
-	Attributed           int64       `json:"attributed"`
-	Unattributed         int64       `json:"unattributed"`
-	ServerCPUSeconds     *float64    `json:"server_cpu_seconds,omitempty"`
-	ServerCPUPerOKMillis *float64    `json:"server_cpu_per_ok_ms,omitempty"`
+	URL           string      `json:"url"`
+	Error         string      `json:"error,omitempty"`
+	Rejections    []Rejection `json:"rejections"`
+	RejectedTotal float64     `json:"rejected_total"`
+	Attributed    int64       `json:"attributed"`
+	Unattributed  int64       `json:"unattributed"`
+	// ServerCPUSeconds and ServerCPUPerOKMillis are absent when the
+	// endpoint does not export process_cpu_seconds_total.
+	ServerCPUSeconds     *float64 `json:"server_cpu_seconds,omitempty"`
+	ServerCPUPerOKMillis *float64 `json:"server_cpu_per_ok_ms,omitempty"`
+	// Gates are each admission gate's books over the window; BooksClosed
+	// is false when any gate's do not close.
+	Gates       []GateBalance `json:"gates"`
+	BooksClosed bool          `json:"books_closed"`
+}
+
+// GateBalance is one gate's books over a window, from the scrapes before
+// and after it (after the drain): every slot taken must have been given
+// back. Counter figures are increases over the window; gauges are read
+// after it (nil when the server does not export them).
+type GateBalance struct {
+	Gate        string   `json:"gate"`
+	Admitted    float64  `json:"admitted"`
+	Completed   float64  `json:"completed"`
+	Inflight    *float64 `json:"inflight_after,omitempty"`
+	Waiting     *float64 `json:"waiting_after,omitempty"`
+	Capacity    *float64 `json:"capacity,omitempty"`
+	HoldSeconds float64  `json:"hold_seconds"`
+	// Occupancy is HoldSeconds over the window's elapsed time: the mean
+	// number of slots in use.
+	Occupancy float64  `json:"occupancy"`
+	Closed    bool     `json:"closed"`
+	Problems  []string `json:"problems"`
 }
 
 // Rejection is the increase of sluice_admission_rejected_total for one
-// gate, kind and reason over the window.
+// gate, kind and reason over the window. Connection-level refusals
+// (sluice_connections_rejected_total{reason}) are booked under the gate
+// "connections" with no kind.
 type Rejection struct {
 	Gate   string  `json:"gate"`
 	Kind   string  `json:"kind"`
@@ -216,9 +253,46 @@ type Rejection struct {
 	Delta  float64 `json:"delta"`
 }
 
-// Second is one second of a window's timeline, by scheduled time.
+// Second is one second of a window's timeline, by scheduled time: the
+// arrivals due in that second, what became of them, and the response times
+// they saw. The percentiles come from coarse per-second histograms (within
+// about 5%; the window's own percentiles are exact) and are 0 when nothing
+// was answered. In a merged report they are the highest of the drivers'.
 type Second struct {
 	Scheduled int64 `json:"scheduled"`
+	Dropped   int64 `json:"dropped"`
+	OK        int64 `json:"ok"`
+	Refused   int64 `json:"refused"`
+	Errors    int64 `json:"errors"`
+	// ResponseP50 and ResponseP99 are of every answer (ok, refused,
+	// http_error); OKResponseP99 of ok answers only; LagP99 is the pacer's
+	// schedule lag (open loop). All in milliseconds.
+	ResponseP50   float64 `json:"resp_p50_ms"`
+	ResponseP99   float64 `json:"resp_p99_ms"`
+	OKResponseP99 float64 `json:"ok_resp_p99_ms"`
+	LagP99        float64 `json:"lag_p99_ms"`
+}
+
+// Phase is one step of a stepped window, or a tenth of a ramped one,
+// reported as its own row: the arrivals scheduled in [StartS, EndS) of the
+// window and what became of them. Its histograms keep two significant
+// digits.
+type Phase struct {
+	StartS         float64     `json:"start_s"`
+	EndS           float64     `json:"end_s"`
+	RateFrom       float64     `json:"rate_from"` // scheduled rate at the start, req/s
+	RateTo         float64     `json:"rate_to"`   // and at the end
+	Counts         PhaseCounts `json:"counts"`
+	Rates          Rates       `json:"rates"` // over EndS − StartS
+	ResponseTime   Dist        `json:"response_time"`
+	OKResponseTime Dist        `json:"ok_response_time"`
+}
+
+// PhaseCounts are a phase's outcome classes; Errors is http_error +
+// transport_error + unfinished.
+type PhaseCounts struct {
+	Scheduled int64 `json:"scheduled"`
+	Sent      int64 `json:"sent"`
 	Dropped   int64 `json:"dropped"`
 	OK        int64 `json:"ok"`
 	Refused   int64 `json:"refused"`

@@ -14,6 +14,9 @@ type Meta struct {
 	BinarySHA256 string
 	Command      []string
 	Profile      *ProfileRef
+	// SourceFiles are the hashes of the gate and driver sources the binary
+	// was built from (see ReleaseReasons).
+	SourceFiles []SourceFile
 }
 
 // Run drives the steps one after another and returns the report, judged
@@ -27,7 +30,7 @@ func Run(ctx context.Context, kind string, meta Meta, steps []Config) (*Report, 
 			return nil, err
 		}
 	}
-	r := NewReport(kind, meta)
+	r := newReport(kind, meta)
 	for i, cfg := range steps {
 		st, end, err := runStep(ctx, cfg, i)
 		if err != nil {
@@ -45,6 +48,7 @@ func Run(ctx context.Context, kind string, meta Meta, steps []Config) (*Report, 
 	}
 	r.Finished = time.Now().UTC()
 	r.Verdict = Judge(r, meta.caseOf())
+	qualify(r)
 	return r, nil
 }
 
@@ -59,10 +63,10 @@ func (m Meta) caseOf() *Case {
 	return &c
 }
 
-// NewReport starts an empty report with the host facts filled in.
-func NewReport(kind string, meta Meta) *Report {
+// newReport starts an empty report with the host facts filled in.
+func newReport(kind string, meta Meta) *Report {
 	host, _ := os.Hostname()
-	return &Report{
+	r := &Report{
 		Schema: SchemaV1, Kind: kind, Tool: meta.Tool, BinarySHA256: meta.BinarySHA256,
 		Host: Host{
 			Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH,
@@ -70,6 +74,9 @@ func NewReport(kind string, meta Meta) *Report {
 		},
 		Command: append([]string{}, meta.Command...),
 		Started: time.Now().UTC(), Profile: meta.Profile, Steps: []Step{},
-		Verdict: Verdict{Status: StatusNone, Reasons: []string{}, Windows: []WindowVerdict{}},
+		Verdict:     Verdict{Status: StatusNone, Reasons: []string{}, Windows: []WindowVerdict{}},
+		SourceFiles: append([]SourceFile{}, meta.SourceFiles...),
 	}
+	qualify(r)
+	return r
 }

@@ -140,7 +140,7 @@ func loadSchema(t *testing.T) map[string]any {
 
 func asJSON(t *testing.T, r *Report) any {
 	t.Helper()
-	b, err := MarshalReport(r)
+	b, err := marshalReport(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,10 +161,14 @@ func realReport(t *testing.T) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	steps, err := Stepped([]float64{100, 300}, 200*time.Millisecond) // phases, too
+	if err != nil {
+		t.Fatal(err)
+	}
 	meta := Meta{Tool: Tool{Module: "m", Version: "v", Go: "go"}, Command: []string{"sluice", "load"},
 		BinarySHA256: strings.Repeat("ab", 32), Profile: &ProfileRef{Path: "p.json", Case: "c", Profile: p}}
 	r, err := Run(context.Background(), "load", meta, []Config{{
-		Targets: []Target{{URL: srv.URL + "/x", Body: []byte("b"), Method: "POST"}}, Shape: mustShape(t, 200, 200*time.Millisecond),
+		Targets: []Target{{URL: srv.URL + "/x", Body: []byte("b"), Method: "POST"}}, Shape: steps,
 		Windows: 2, MetricsURL: srv.URL + "/metrics", Workers: 4,
 		MaxLag: time.Second, MaxCPU: 2, // a verdict test, not a test of this busy machine's scheduler
 	}})
@@ -180,7 +184,9 @@ func TestReportsValidateAgainstSchema(t *testing.T) {
 	if errs := validateSchema(schema, asJSON(t, r)); len(errs) > 0 {
 		t.Fatalf("report violates the schema:\n%s", strings.Join(errs, "\n"))
 	}
-	m, err := Merge(Meta{Command: []string{"sluice", "report", "merge"}}, []*Report{r, r})
+	other := *r // another driver's run of the same shape
+	other.Started = r.Started.Add(time.Millisecond)
+	m, err := Merge(Meta{Command: []string{"sluice", "report", "merge"}}, []*Report{r, &other})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,22 +9,41 @@ import (
 	"sort"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
 
 // Metric names the scraper reads.
 const (
-	metricRejected = "sluice_admission_rejected_total"
-	metricCPU      = "process_cpu_seconds_total"
+	metricRejected     = "sluice_admission_rejected_total"
+	metricConnRejected = "sluice_connections_rejected_total"
+	metricAdmitted     = "sluice_admission_admitted_total"
+	metricCompleted    = "sluice_admission_completed_total"
+	metricInflight     = "sluice_admission_inflight"
+	metricWaiting      = "sluice_admission_waiting"
+	metricCapacity     = "sluice_admission_capacity"
+	metricHold         = "sluice_admission_hold_seconds"
+	metricCPU          = "process_cpu_seconds_total"
 )
 
+// connectionsGate is the gate name connection-level refusals are booked
+// under: connlimit's busy reply names it in its envelope too.
+const connectionsGate = "connections"
+
 type rejKey struct{ gate, kind, reason string }
+
+// gateReading is one gate's books in one scrape.
+type gateReading struct {
+	admitted, completed, holdSum float64
+	inflight, waiting, capacity  *float64
+}
 
 // scrape is one reading of a Prometheus text endpoint.
 type scrape struct {
 	err      error
 	rejected map[rejKey]float64
+	gates    map[string]*gateReading
 	cpu      *float64
 }
 
@@ -52,20 +71,58 @@ func (s *scraper) scrape(ctx context.Context) *scrape {
 		io.Copy(io.Discard, resp.Body)
 		return &scrape{err: fmt.Errorf("metrics: HTTP %d", resp.StatusCode)}
 	}
-	return ParseMetrics(io.LimitReader(resp.Body, 32<<20))
+	return parseMetrics(io.LimitReader(resp.Body, 32<<20))
 }
 
-// ParseMetrics reads Prometheus text exposition and keeps the sluice
+// parseMetrics reads Prometheus text exposition and keeps the sluice
 // admission rejections and the process CPU counter. A parse error is kept in
 // the result, not returned, so a bad scrape marks the window's metrics
 // without failing the run.
-func ParseMetrics(r io.Reader) *scrape {
+func parseMetrics(r io.Reader) *scrape {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return &scrape{err: fmt.Errorf("metrics: %v", err)}
 	}
-	s := &scrape{rejected: map[rejKey]float64{}}
+	s := &scrape{rejected: map[rejKey]float64{}, gates: map[string]*gateReading{}}
+	gate := func(m *dto.Metric) *gateReading {
+		name := label(m, "gate")
+		g := s.gates[name]
+		if g == nil {
+			g = &gateReading{}
+			s.gates[name] = g
+		}
+		return g
+	}
+	if f := fams[metricConnRejected]; f != nil {
+		for _, m := range f.GetMetric() {
+			k := rejKey{gate: connectionsGate, reason: label(m, "reason")}
+			s.rejected[k] += value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
+		}
+	}
+	for _, m := range fams[metricAdmitted].GetMetric() {
+		gate(m).admitted += value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
+	}
+	for _, m := range fams[metricCompleted].GetMetric() {
+		gate(m).completed += value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
+	}
+	for _, m := range fams[metricHold].GetMetric() {
+		gate(m).holdSum += m.GetHistogram().GetSampleSum()
+	}
+	for name, dst := range map[string]func(*gateReading) **float64{
+		metricInflight: func(g *gateReading) **float64 { return &g.inflight },
+		metricWaiting:  func(g *gateReading) **float64 { return &g.waiting },
+		metricCapacity: func(g *gateReading) **float64 { return &g.capacity },
+	} {
+		for _, m := range fams[name].GetMetric() {
+			v := value(m.GetGauge().GetValue(), m.GetUntyped().GetValue())
+			p := dst(gate(m))
+			if *p != nil {
+				v += **p
+			}
+			*p = &v
+		}
+	}
 	if f := fams[metricRejected]; f != nil {
 		for _, m := range f.GetMetric() {
 			var k rejKey
@@ -90,6 +147,15 @@ func ParseMetrics(r io.Reader) *scrape {
 	return s
 }
 
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
 func value(counter, untyped float64) float64 {
 	if counter != 0 {
 		return counter
@@ -98,8 +164,9 @@ func value(counter, untyped float64) float64 {
 }
 
 // attribute turns two scrapes into the window's Metrics: the rejections the
-// server counted, and how many HTTP refusals they account for.
-func attribute(url string, before, after *scrape, c Counts) *Metrics {
+// server counted, how many HTTP refusals they account for, and each gate's
+// books over the window (elapsedS long).
+func attribute(url string, before, after *scrape, c Counts, elapsedS float64) *Metrics {
 	m := &Metrics{URL: url, Rejections: []Rejection{}}
 	switch {
 	case before == nil || after == nil:
@@ -133,6 +200,11 @@ func attribute(url string, before, after *scrape, c Counts) *Metrics {
 		}
 		return a.Kind < b.Kind
 	})
+	m.Gates = balances(before, after, elapsedS)
+	m.BooksClosed = true
+	for _, g := range m.Gates {
+		m.BooksClosed = m.BooksClosed && g.Closed
+	}
 	if after.cpu != nil && before.cpu != nil {
 		d := *after.cpu - *before.cpu
 		m.ServerCPUSeconds = &d
@@ -141,16 +213,16 @@ func attribute(url string, before, after *scrape, c Counts) *Metrics {
 			m.ServerCPUPerOKMillis = &per
 		}
 	}
-	Attribute(m, c)
+	attributeRefusals(m, c)
 	return m
 }
 
-// Attribute fills m.RejectedTotal, m.Attributed and m.Unattributed from
+// attributeRefusals fills m.RejectedTotal, m.Attributed and m.Unattributed from
 // m.Rejections and the HTTP refusals in c. A refusal whose envelope names a
 // gate and reason matches a rejection of that gate and reason; a refusal
 // without an envelope matches any rejection left over. Each rejection
 // matches at most one refusal.
-func Attribute(m *Metrics, c Counts) {
+func attributeRefusals(m *Metrics, c Counts) {
 	type gr struct{ gate, reason string }
 	avail := map[gr]int64{}
 	m.RejectedTotal = 0
@@ -176,4 +248,44 @@ func Attribute(m *Metrics, c Counts) {
 	attributed += min(anon, left)
 	m.Attributed = attributed
 	m.Unattributed = c.Refused - attributed
+}
+
+// balances compares each gate's books before and after a drained window:
+// every slot taken in it was given back (inflight and waiting back to 0)
+// and admitted = completed over the window. Occupancy is the summed hold
+// time over the window: the mean number of slots in use.
+func balances(before, after *scrape, elapsedS float64) []GateBalance {
+	out := []GateBalance{}
+	for name, a := range after.gates {
+		b := before.gates[name]
+		if b == nil {
+			b = &gateReading{}
+		}
+		g := GateBalance{Gate: name, Admitted: delta(a.admitted, b.admitted), Completed: delta(a.completed, b.completed),
+			HoldSeconds: delta(a.holdSum, b.holdSum), Inflight: a.inflight, Waiting: a.waiting, Capacity: a.capacity, Problems: []string{}}
+		if elapsedS > 0 {
+			g.Occupancy = g.HoldSeconds / elapsedS
+		}
+		if g.Inflight != nil && *g.Inflight != 0 {
+			g.Problems = append(g.Problems, fmt.Sprintf("inflight %g after the drain, want 0", *g.Inflight))
+		}
+		if g.Waiting != nil && *g.Waiting != 0 {
+			g.Problems = append(g.Problems, fmt.Sprintf("waiting %g after the drain, want 0", *g.Waiting))
+		}
+		if g.Admitted != g.Completed {
+			g.Problems = append(g.Problems, fmt.Sprintf("admitted %g but completed %g in the window", g.Admitted, g.Completed))
+		}
+		g.Closed = len(g.Problems) == 0
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Gate < out[j].Gate })
+	return out
+}
+
+// delta is a counter's increase, reading a decrease as a restart.
+func delta(after, before float64) float64 {
+	if after < before {
+		return after
+	}
+	return after - before
 }

@@ -25,14 +25,17 @@ type Shape struct {
 	total float64         // arrivals over the whole shape (not rounded)
 }
 
-// ErrBadShape reports a timetable that cannot be run (a rate <= 0, a negative
-// or zero duration).
+// ErrBadShape reports a timetable that cannot be run (a rate <= 0 or above
+// MaxRate, a negative or zero duration, more than MaxSegments pieces).
 var ErrBadShape = errors.New("load: bad load shape")
 
 // NewShape builds a timetable from segments. Every segment needs a positive
 // duration and non-negative rates, and at least one rate in the shape must be
 // positive.
 func NewShape(segs ...Segment) (Shape, error) {
+	if len(segs) > MaxSegments {
+		return Shape{}, fmt.Errorf("%w: %d segments; at most %d", ErrBadShape, len(segs), MaxSegments)
+	}
 	s := Shape{segs: append([]Segment(nil), segs...)}
 	var t time.Duration
 	var n float64
@@ -43,6 +46,9 @@ func NewShape(segs ...Segment) (Shape, error) {
 		}
 		if !(g.From >= 0) || !(g.To >= 0) || math.IsInf(g.From, 0) || math.IsInf(g.To, 0) {
 			return Shape{}, fmt.Errorf("%w: segment %d has rate %v..%v", ErrBadShape, i, g.From, g.To)
+		}
+		if g.From > MaxRate || g.To > MaxRate {
+			return Shape{}, fmt.Errorf("%w: segment %d has rate %v..%v; rates are at most %d/s", ErrBadShape, i, g.From, g.To, MaxRate)
 		}
 		if g.From > 0 || g.To > 0 {
 			positive = true
@@ -138,4 +144,40 @@ func (s Shape) At(i int64) time.Duration {
 		t = 2 * n / den
 	}
 	return s.start[k] + time.Duration(t*float64(time.Second))
+}
+
+// rampParts is how many rows a linear ramp is reported in.
+const rampParts = 10
+
+// phase is a stretch of a window reported as its own row: one step of a
+// stepped shape, or a tenth of a ramp.
+type phase struct {
+	start, end time.Duration // offsets in the window
+	from, to   float64       // rate at start and end
+}
+
+// phases splits the timetable into the rows a report shows; nil for a
+// constant rate, which is one row (the window) already.
+func (s Shape) phases() []phase {
+	switch {
+	case len(s.segs) > 1:
+		ps := make([]phase, len(s.segs))
+		for i, g := range s.segs {
+			ps[i] = phase{start: s.start[i], end: s.start[i] + g.Duration, from: g.From, to: g.To}
+		}
+		return ps
+	case len(s.segs) == 1 && s.segs[0].From != s.segs[0].To:
+		g := s.segs[0]
+		ps := make([]phase, rampParts)
+		for i := range ps {
+			a := g.Duration * time.Duration(i) / rampParts
+			b := g.Duration * time.Duration(i+1) / rampParts
+			rate := func(t time.Duration) float64 {
+				return g.From + (g.To-g.From)*t.Seconds()/g.Duration.Seconds()
+			}
+			ps[i] = phase{start: a, end: b, from: rate(a), to: rate(b)}
+		}
+		return ps
+	}
+	return nil
 }

@@ -84,6 +84,11 @@ func TestSynctestStallIsExact(t *testing.T) {
 		if cl.ResponseTime.Count != 1001 || !near(cl.ResponseTime.P99, 1) || !near(cl.ResponseTime.Max, 1000) {
 			t.Errorf("closed loop: %d requests, p99 %v max %v; want 1001, 1, 1000", cl.ResponseTime.Count, cl.ResponseTime.P99, cl.ResponseTime.Max)
 		}
+		// A closed loop sends when it schedules: no schedule wait at all
+		// (a zero records as the histograms' 1 µs floor).
+		if cl.ScheduleWait.Max != 0.001 {
+			t.Errorf("closed loop schedule wait max %v ms, want 0", cl.ScheduleWait.Max)
+		}
 	})
 }
 
@@ -131,8 +136,125 @@ func TestSynctestRampTimetable(t *testing.T) {
 		if st.Windows[0].Latency.ScheduleWait.Max > 0.001 {
 			t.Errorf("schedule wait %v with an idle pool", st.Windows[0].Latency.ScheduleWait.Max)
 		}
+		// Each step is its own row, with its own counts and rates.
+		ps := st.Windows[0].Phases
+		if len(ps) != 2 || ps[0].Counts.Scheduled != 10 || ps[1].Counts.Scheduled != 50 ||
+			ps[0].Counts.OK != 10 || ps[1].Counts.OK != 50 || ps[0].Rates.OK != 10 || ps[1].Rates.OK != 50 ||
+			ps[0].RateFrom != 10 || ps[1].RateFrom != 50 || ps[1].StartS != 1 || ps[1].EndS != 2 || ps[1].OKResponseTime.Count != 50 {
+			t.Errorf("phases %+v", ps)
+		}
+	})
+}
+
+// TestSynctestStepsAndRampAreRows: a stepped window has a row per step and a
+// ramp a row per tenth, each counting exactly the arrivals due in it; a slow
+// last step shows in its own row, not averaged into the window.
+func TestSynctestStepsAndRampAreRows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: 4 * time.Millisecond}
+		// One serial server at 4 ms a request serves 250/s: the 100/s and
+		// 200/s steps keep up, the 400/s step queues.
+		sh, _ := Stepped([]float64{100, 200, 400}, 3*time.Second)
+		st, _ := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: sh, Workers: 1, QueueDepth: 10000, Transport: fs, coarseSleep: true,
+		})
+		ps := st.Windows[0].Phases
+		if len(ps) != 3 {
+			t.Fatalf("%d phases, want 3", len(ps))
+		}
+		for i, want := range []int64{100, 200, 400} {
+			if ps[i].Counts.Scheduled != want || ps[i].Counts.OK != want || !same(ps[i].Rates.Offered, float64(want)) {
+				t.Errorf("step %d: %+v, want %d scheduled and ok", i, ps[i].Counts, want)
+			}
+		}
+		if ps[0].ResponseTime.P99 > 4.1 || ps[1].ResponseTime.P99 > 4.1 || ps[2].ResponseTime.P99 < 100 {
+			t.Errorf("p99 by step %v %v %v ms: only the last step should queue", ps[0].ResponseTime.P99, ps[1].ResponseTime.P99, ps[2].ResponseTime.P99)
+		}
+
+		ramp, _ := Ramp(10, 100, 10*time.Second)
+		st, _ = runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: ramp, Workers: 1, QueueDepth: 10000, Transport: fs, coarseSleep: true,
+		})
+		ps = st.Windows[0].Phases
+		var total int64
+		for i, p := range ps {
+			total += p.Counts.Scheduled
+			if p.StartS != float64(i) || p.EndS != float64(i+1) || p.RateFrom != 10+9*float64(i) {
+				t.Errorf("ramp row %d: %+v", i, p)
+			}
+			if i > 0 && p.Counts.Scheduled <= ps[i-1].Counts.Scheduled {
+				t.Errorf("ramp row %d schedules %d, not more than row %d", i, p.Counts.Scheduled, i-1)
+			}
+		}
+		if len(ps) != 10 || total != st.Windows[0].Counts.Scheduled {
+			t.Errorf("%d ramp rows scheduling %d of %d", len(ps), total, st.Windows[0].Counts.Scheduled)
+		}
 	})
 }
 
 // near reports whether got is within 0.1% of want (HDR precision).
 func near(got, want float64) bool { return got >= want && got <= want*1.001 }
+
+// TestSynctestWindowsDrainBetween: a window is summarised only after its
+// last request has finished, and the next starts only then, so no window's
+// queue spills into the next. Ten arrivals 100 ms apart on a serial server
+// taking 150 ms each: request k starts at 150k ms and ends at 150k + 150, so
+// the window's tail ends at 1.5 s, half a second past its scheduled end.
+func TestSynctestWindowsDrainBetween(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: 150 * time.Millisecond}
+		st, end := runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: mustShape(t, 10, time.Second),
+			Windows: 3, Workers: 1, QueueDepth: 100, Transport: fs, coarseSleep: true,
+		})
+		if end != EndDone || len(st.Windows) != 3 || fs.requests != 30 {
+			t.Fatalf("end %q, %d windows, %d requests", end, len(st.Windows), fs.requests)
+		}
+		for i, w := range st.Windows {
+			// Summarised after the drain: every request counted as ok, the
+			// elapsed time covers the tail.
+			if w.Counts.OK != 10 || w.Counts.Unfinished != 0 || w.ElapsedS != 1.5 || w.DurationS != 1 {
+				t.Errorf("window %d: counts %+v, elapsed %v s; want 10 ok in 1.5 s", i, w.Counts, w.ElapsedS)
+			}
+			// Each window saw the same queue, and only its own: response
+			// time max 50×9 + 150 = 600 ms, schedule wait max 450 ms.
+			if !near(w.Latency.ResponseTime.Max, 600) || !near(w.Latency.ScheduleWait.Max, 450) {
+				t.Errorf("window %d: response max %v, wait max %v; want 600 and 450 ms", i, w.Latency.ResponseTime.Max, w.Latency.ScheduleWait.Max)
+			}
+			if i > 0 {
+				prev := st.Windows[i-1]
+				if gap := w.Started.Sub(prev.Started); gap != 1500*time.Millisecond {
+					t.Errorf("window %d started %v after window %d; want 1.5 s (after the drain)", i, gap, i-1)
+				}
+			}
+		}
+	})
+}
+
+// TestSynctestPacerSleepsByDensity: a sparse timetable gets the precise
+// nanosleep for each arrival's last stretch; a dense one never does (a
+// nanosleep per arrival was most of the driver's CPU at 5,000 req/s) and
+// still keeps the timetable exactly in virtual time.
+func TestSynctestPacerSleepsByDensity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, c := range []struct {
+			rate      float64
+			wantFine  bool
+			scheduled int64
+		}{{100, true, 100}, {5000, false, 5000}} {
+			fs := &fakeServer{busy: make(chan struct{}, 64), start: time.Now()}
+			fine := 0
+			st, _ := runOne(t, context.Background(), Config{
+				Targets: []Target{{URL: "http://fake/"}}, Shape: mustShape(t, c.rate, time.Second), Workers: 8, QueueDepth: 10000, Transport: fs,
+				fineSleep: func(d time.Duration) { fine++; time.Sleep(d) },
+			})
+			w := st.Windows[0]
+			if w.Counts.Scheduled != c.scheduled || w.Counts.OK != c.scheduled || w.Driver.ScheduleLag.Max > 0.001 {
+				t.Errorf("rate %v: %+v, lag max %v ms", c.rate, w.Counts, w.Driver.ScheduleLag.Max)
+			}
+			if (fine > 0) != c.wantFine || (c.wantFine && fine < 90) {
+				t.Errorf("rate %v: %d fine sleeps; want them only for a sparse timetable", c.rate, fine)
+			}
+		}
+	})
+}

@@ -68,12 +68,43 @@ func CheckTarget(t Target) (Target, error) {
 	if t.Weight == 0 {
 		t.Weight = 1
 	}
-	for k := range t.Header {
-		if !validHeaderName(k) {
-			return t, fmt.Errorf("%w: header name %q", ErrBadTarget, k)
+	if t.Weight > MaxWeight {
+		return t, fmt.Errorf("%w: url %q has weight %d, over the bound: at most %d", ErrBadTarget, t.URL, t.Weight, MaxWeight)
+	}
+	for k, vs := range t.Header {
+		for _, v := range vs {
+			if err := CheckHeader(k, v); err != nil {
+				return t, err
+			}
+		}
+		if len(vs) == 0 {
+			if err := CheckHeader(k, ""); err != nil {
+				return t, err
+			}
 		}
 	}
 	return t, nil
+}
+
+// MaxWeight bounds a target's weight, so that the weighted picker's sums
+// cannot overflow.
+const MaxWeight = 1_000_000
+
+// CheckHeader is the one check every header goes through, whatever its
+// source (a --header flag, a targets file, a Config built in code): the name
+// must be an RFC 9110 token and the value must hold no control character
+// but horizontal tab — in particular no CR, LF or NUL, which would let a
+// value add header lines of its own on the wire.
+func CheckHeader(name, value string) error {
+	if !validHeaderName(name) {
+		return fmt.Errorf("%w: header name %q is not a token", ErrBadTarget, name)
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return fmt.Errorf("%w: header %s: value %q holds control character %#02x (CR, LF and NUL are never allowed)", ErrBadTarget, name, value, c)
+		}
+	}
+	return nil
 }
 
 func validHeaderName(k string) bool {
@@ -89,16 +120,17 @@ func validHeaderName(k string) bool {
 	return true
 }
 
-// ParseHeader parses one "Name: value" header flag.
+// ParseHeader parses one "Name: value" header flag and checks it with
+// CheckHeader.
 func ParseHeader(s string) (name, value string, err error) {
 	name, value, ok := strings.Cut(s, ":")
 	name = strings.TrimSpace(name)
-	if !ok || !validHeaderName(name) {
+	if !ok {
 		return "", "", fmt.Errorf("%w: header %q is not Name: value", ErrBadTarget, s)
 	}
-	value = strings.TrimSpace(value)
-	if strings.ContainsAny(value, "\r\n") {
-		return "", "", fmt.Errorf("%w: header %q has a line break", ErrBadTarget, s)
+	value = strings.Trim(value, " \t")
+	if err := CheckHeader(name, value); err != nil {
+		return "", "", err
 	}
 	return name, value, nil
 }

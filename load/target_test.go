@@ -1,9 +1,12 @@
 package load
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 )
 
 func TestParseTargetsLines(t *testing.T) {
@@ -105,5 +108,46 @@ func TestCheckTargetDefaults(t *testing.T) {
 	tg, err := CheckTarget(Target{URL: "http://127.0.0.1:8080/x", Header: http.Header{"A": {"b"}}})
 	if err != nil || tg.Method != "GET" || tg.Weight != 1 {
 		t.Fatalf("%+v %v", tg, err)
+	}
+}
+
+// TestHeaderValuesValidatedFromEverySource: a value that would put a second
+// header line on the wire is refused the same way from a --header flag, a
+// JSON targets file, a line targets file's defaults and a Config built in
+// code.
+func TestHeaderValuesValidatedFromEverySource(t *testing.T) {
+	for _, v := range []string{"a\r\nInjected: yes", "a\nb", "a\rb", "a\x00b", "a\x7fb"} {
+		if _, _, err := ParseHeader("X-A: " + v); !errors.Is(err, ErrBadTarget) {
+			t.Errorf("--header value %q: err %v", v, err)
+		}
+		js, _ := json.Marshal([]map[string]any{{"url": "http://h/", "headers": map[string][]string{"X-A": {v}}}})
+		if _, err := ParseTargets(js, Target{}); !errors.Is(err, ErrBadTarget) {
+			t.Errorf("targets JSON value %q: err %v", v, err)
+		}
+		if _, err := ParseTargets([]byte("http://h/\n"), Target{Header: http.Header{"X-A": {v}}}); !errors.Is(err, ErrBadTarget) {
+			t.Errorf("line targets with default header %q: err %v", v, err)
+		}
+		_, _, err := RunStep(context.Background(), Config{Targets: []Target{{URL: "http://127.0.0.1:1/", Header: http.Header{"X-A": {v}}}}, Concurrency: 1, Duration: time.Millisecond})
+		if !errors.Is(err, ErrBadTarget) {
+			t.Errorf("Config target value %q: err %v", v, err)
+		}
+	}
+	for _, n := range []string{"X A", "X:A", "", "X\r\nY"} {
+		if err := CheckHeader(n, "v"); !errors.Is(err, ErrBadTarget) {
+			t.Errorf("name %q accepted", n)
+		}
+	}
+	for _, ok := range [][2]string{{"X-A", "plain"}, {"X-A", "tab\tok"}, {"X-A", ""}, {"X-A", "ünïcode"}} {
+		if err := CheckHeader(ok[0], ok[1]); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+}
+
+// TestTargetWeightBounded: a weight past MaxWeight is refused, so the
+// weighted picker's sums cannot overflow.
+func TestTargetWeightBounded(t *testing.T) {
+	if _, err := ParseTargets([]byte("http://h/ weight=9999999999\n"), Target{}); !errors.Is(err, ErrBadTarget) {
+		t.Errorf("huge weight: %v", err)
 	}
 }

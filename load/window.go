@@ -25,9 +25,9 @@ func (e *engine) afterWindow(ctx context.Context, w *winRec, before *scrape) Win
 		win.Driver.CPUUtilization = cpu.Seconds() / s
 	}
 	if e.scraper != nil {
-		win.Metrics = attribute(e.scraper.url, before, after, win.Counts)
+		win.Metrics = attribute(e.scraper.url, before, after, win.Counts, elapsed.Seconds())
 	}
-	win.Driver.Reasons = DriverLimits(win, float64(e.cfg.P99Budget)/1e6, float64(e.cfg.MaxLag)/1e6, e.cfg.MaxCPU)
+	win.Driver.Reasons = driverLimits(win, float64(e.cfg.P99Budget)/1e6, float64(e.cfg.MaxLag)/1e6, e.cfg.MaxCPU)
 	win.Driver.Limited = len(win.Driver.Reasons) > 0
 	e.log().Debug("window done", "step", e.step, "window", w.index, "scheduled", win.Counts.Scheduled,
 		"ok", win.Counts.OK, "refused", win.Counts.Refused, "dropped", win.Counts.Dropped,
@@ -47,6 +47,10 @@ func (w *winRec) summarize() Window {
 	refusals := map[refusalKey]int64{}
 	win.Timeline = make([]Second, len(w.pace.timeline))
 	all := append([]*stripe{w.pace}, w.stripes...)
+	phases := make([]phaseTally, len(w.phases))
+	for i := range phases {
+		phases[i].resp, phases[i].okResp = newPhaseHist(), newPhaseHist()
+	}
 	for _, s := range all {
 		s.mu.Lock()
 		mergeSet(&hs, &s.h)
@@ -85,7 +89,29 @@ func (w *winRec) summarize() Window {
 			t.Refused += sec.Refused
 			t.Errors += sec.Errors
 		}
+		for i := range s.phases {
+			addPhaseCounts(&phases[i].c, s.phases[i].c)
+			if s.phases[i].resp != nil {
+				phases[i].resp.Merge(s.phases[i].resp)
+				phases[i].okResp.Merge(s.phases[i].okResp)
+			}
+		}
 		s.mu.Unlock()
+	}
+	w.lat.fill(win.Timeline)
+	for i := range win.Timeline {
+		if i < len(w.lagSec) {
+			win.Timeline[i].LagP99 = w.lagSec[i]
+		}
+	}
+	for i, p := range w.phases {
+		t := phases[i]
+		secs := (p.end - p.start).Seconds()
+		win.Phases = append(win.Phases, Phase{
+			StartS: p.start.Seconds(), EndS: p.end.Seconds(), RateFrom: p.from, RateTo: p.to,
+			Counts: t.c, Rates: ratesOf(Counts{Scheduled: t.c.Scheduled, Sent: t.c.Sent, OK: t.c.OK}, secs),
+			ResponseTime: distOf(t.resp), OKResponseTime: distOf(t.okResp),
+		})
 	}
 	for k, v := range refusals {
 		c.Refusals = append(c.Refusals, Refusal{Status: k.status, Gate: k.gate, Reason: k.reason, Count: v})
@@ -141,7 +167,7 @@ func sortRefusals(rs []Refusal) {
 	})
 }
 
-// DriverLimits lists why a window's failures would be the driver's own
+// driverLimits lists why a window's failures would be the driver's own
 // doing, not the server's; empty means the driver kept up:
 //   - its schedule lag p99 exceeded maxLagMS (the pacer, which never waits on
 //     responses, could not keep the timetable);
@@ -152,7 +178,7 @@ func sortRefusals(rs []Refusal) {
 //
 // Drops while the server itself was slow are the server's: they are not
 // listed here.
-func DriverLimits(w Window, budgetMS, maxLagMS, maxCPU float64) []string {
+func driverLimits(w Window, budgetMS, maxLagMS, maxCPU float64) []string {
 	if maxCPU == 0 {
 		maxCPU = 0.95
 	}
@@ -209,4 +235,13 @@ func (e *engine) live(done <-chan struct{}) {
 			e.cfg.Live(p)
 		}
 	}
+}
+
+func addPhaseCounts(dst *PhaseCounts, src PhaseCounts) {
+	dst.Scheduled += src.Scheduled
+	dst.Sent += src.Sent
+	dst.Dropped += src.Dropped
+	dst.OK += src.OK
+	dst.Refused += src.Refused
+	dst.Errors += src.Errors
 }

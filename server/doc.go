@@ -4,6 +4,16 @@
 // metrics and state, and a graceful shutdown that keeps every promise made
 // to admitted work.
 //
+// # Usage
+//
+//	srv, err := server.Listen(ctx, server.Config{
+//		Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9090",
+//		Handler: h, Gates: []*admit.Gate{gate},
+//		DrainDelay: 5 * time.Second, Logger: logger,
+//	})
+//	if err != nil { ... }
+//	err = srv.Serve(ctx) // until ctx ends (a signal), then a graceful shutdown
+//
 // # Parts
 //
 //   - Main listener: Config.Addr (127.0.0.1:8080 by default), wrapped in a
@@ -27,18 +37,33 @@
 //
 // When the context given to Serve ends, the server:
 //
-//  1. marks itself draining (/healthz answers 503) and runs the
+//  1. marks itself draining (/healthz answers 503);
+//  2. for Config.DrainDelay keeps serving, with keep-alives off, so a
+//     load balancer or a readiness probe sees the 503 and stops sending
+//     before the listener closes (a lame duck); then runs the
 //     Config.OnShutdown hooks;
-//  2. stops accepting (the listener closes) and closes idle keep-alive
+//  3. stops accepting (the listener closes) and closes idle keep-alive
 //     connections; connections with a request in progress are left alone,
 //     and HTTP/1.1 responses written from now on carry Connection: close;
-//  3. closes every gate, so requests queued for a slot are refused at once
+//  4. closes every gate, so requests queued for a slot are refused at once
 //     with reason closed (503, Connection: close) instead of waiting out
 //     the drain, while admitted work keeps its slot;
-//  4. waits up to ShutdownTimeout for admitted work to finish. Until then
+//  5. waits up to ShutdownTimeout for admitted work to finish. Until then
 //     no connection with a request in progress is reset. If the timeout
 //     passes, the remaining connections are closed and Serve reports what
 //     was cut short (slots still held per gate, connections still open) in
 //     the log and in a *CutShortError;
-//  5. shuts the admin listener down last, so the drain can be watched.
+//  6. shuts the admin listener down last, so the drain can be watched.
+//
+// Server.Abort (a second SIGINT or SIGTERM, in sluice serve) ends steps 2
+// to 5 at once: every connection is closed, the log says what was cut,
+// and Serve returns a *CutShortError with Aborted set.
+//
+// The main listener's connections are bounded by connlimit, including
+// its send and body timeouts (Config.Conn), and the counts of
+// connections closed by each are on /metrics
+// (sluice_connections_closed_send_timeout_total,
+// sluice_connections_closed_body_timeout_total) and /state. net/http's
+// own error log (handler panics, TLS handshake errors) goes to
+// Config.Logger at level ERROR.
 package server

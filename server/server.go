@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,15 +88,49 @@ type Config struct {
 	// connection metrics (a cache's counters, for example).
 	Collectors []prometheus.Collector
 
+	// StateExtras are more sections of /state, by name ("quota.per-client"):
+	// each function is called on every /state request and its result is
+	// encoded as JSON under "extra". Nil means none.
+	StateExtras map[string]func() any
+
 	// Conn configures the main listener's connection limit and the
 	// http.Server's ReadHeaderTimeout and IdleTimeout (see connlimit).
 	// Conn.Logger defaults to Logger.
 	Conn connlimit.Config
 
+	// TLSCertFile and TLSKeyFile, both set, serve the main listener over
+	// TLS (1.2 and up, Go's defaults) with ALPN h2 and http/1.1. The
+	// files are read at Listen (a bad pair is an ErrInvalidConfig) and
+	// again when they change, at most once a second on a handshake, so a
+	// renewed certificate is served without a restart; a changed pair that
+	// does not load keeps the previous one and is logged. Over-limit TLS
+	// connections are refused with a TLS alert (internal_error) unless
+	// Conn.BusyReply says otherwise. Empty means clear text.
+	TLSCertFile, TLSKeyFile string
+
+	// H2C also accepts cleartext HTTP/2 with prior knowledge on the main
+	// listener (sidecars, gRPC behind a TLS terminator), beside HTTP/1.1.
+	// False means HTTP/1.1 only in clear text.
+	H2C bool
+
+	// MaxConcurrentStreams bounds the streams one HTTP/2 connection may
+	// have open at once, so that one connection cannot take every slot
+	// of a gate. Zero means net/http's default (at least 100); negative is
+	// an error.
+	MaxConcurrentStreams int
+
 	// ShutdownTimeout bounds how long shutdown waits for admitted work.
 	// Zero means DefaultShutdownTimeout; negative means no wait:
 	// connections are closed at once.
 	ShutdownTimeout time.Duration
+
+	// DrainDelay is how long shutdown keeps serving normally after
+	// /healthz starts answering 503 draining, before the main listener
+	// closes: the time a load balancer or a Kubernetes readiness probe
+	// needs to notice and stop sending new connections. During it
+	// keep-alives are turned off, so clients move to fresh connections.
+	// Zero or negative means none: the listener closes at once.
+	DrainDelay time.Duration
 
 	// OnShutdown functions are called, in order, when shutdown begins,
 	// before the gates close (the lab ends its held work here).
@@ -109,21 +145,31 @@ type Config struct {
 // served by Serve.
 type Server struct {
 	main     *connlimit.Listener
+	serveOn  net.Listener // main, or a TLS listener over it
+	tls, h2c bool
 	admin    net.Listener // nil with NoAdmin
 	mainSrv  *http.Server
 	adminSrv *http.Server
 	registry *prometheus.Registry
 	gates    []*admit.Gate
+	extras   map[string]func() any
 	timeout  time.Duration
 	hooks    []func()
 	logger   *slog.Logger
+	delay    time.Duration
 	draining atomic.Bool
 	served   atomic.Bool
+
+	abortOnce sync.Once
+	abort     chan struct{} // closed by Abort
 }
 
 // CutShortError is returned by Serve when the shutdown timeout passed
 // with work still in progress.
 type CutShortError struct {
+	// Aborted is true when Abort ended the shutdown (a second signal),
+	// false when the timeout passed.
+	Aborted bool
 	Timeout time.Duration
 	// Inflight is the number of slots still held per gate name.
 	Inflight map[string]int64
@@ -138,8 +184,12 @@ func (e *CutShortError) Error() string {
 			parts = append(parts, fmt.Sprintf("%s=%d", g, n))
 		}
 	}
-	return fmt.Sprintf("server: shutdown timeout %v passed: %d connections cut, slots still held: [%s]",
-		e.Timeout, e.OpenConns, strings.Join(parts, " "))
+	why := fmt.Sprintf("shutdown timeout %v passed", e.Timeout)
+	if e.Aborted {
+		why = "shutdown aborted"
+	}
+	return fmt.Sprintf("server: %s: %d connections cut, slots still held: [%s]",
+		why, e.OpenConns, strings.Join(parts, " "))
 }
 
 // Listen validates cfg and binds both listeners; Serve starts serving.
@@ -166,6 +216,21 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 	}()
 
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, fmt.Errorf("%w: TLS needs both a certificate file and a key file", ErrInvalidConfig)
+	}
+	if cfg.MaxConcurrentStreams < 0 {
+		return nil, fmt.Errorf("%w: MaxConcurrentStreams %d is negative", ErrInvalidConfig, cfg.MaxConcurrentStreams)
+	}
+	var certs *certReloader
+	if cfg.TLSCertFile != "" {
+		if certs, err = newCertReloader(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Logger); err != nil {
+			return nil, err
+		}
+		if cfg.Conn.BusyReply == nil {
+			cfg.Conn.BusyReply = tlsAlertInternalError
+		}
+	}
 	var lc net.ListenConfig
 	inner := cfg.Listener
 	if inner == nil {
@@ -183,9 +248,12 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	s = &Server{
 		main:    main,
 		gates:   cfg.Gates,
+		extras:  cfg.StateExtras,
 		timeout: timeout,
+		delay:   max(cfg.DrainDelay, 0),
 		hooks:   cfg.OnShutdown,
 		logger:  cfg.Logger,
+		abort:   make(chan struct{}),
 	}
 	handler := cfg.Handler
 	if handler == nil {
@@ -193,6 +261,17 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	s.mainSrv = &http.Server{Handler: handler, ErrorLog: slogErrorLog(cfg.Logger)}
 	main.ConfigureServer(s.mainSrv)
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(certs != nil)
+	protocols.SetUnencryptedHTTP2(cfg.H2C)
+	s.mainSrv.Protocols = protocols
+	s.mainSrv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
+	s.serveOn, s.tls, s.h2c = main, certs != nil, cfg.H2C
+	if certs != nil {
+		s.mainSrv.TLSConfig = certs.tlsConfig(true)
+		s.serveOn = tls.NewListener(main, s.mainSrv.TLSConfig)
+	}
 
 	s.registry = prometheus.NewRegistry()
 	gm := cfg.GateMetrics
@@ -205,7 +284,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err := s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	extra := append([]prometheus.Collector{collectors.NewGoCollector(), gm, promsluice.NewConnMetrics(main)}, cfg.Collectors...)
+	extra := append([]prometheus.Collector{collectors.NewGoCollector(), gm, promsluice.NewConnMetrics(main), timeoutMetrics(main)}, cfg.Collectors...)
 	for _, c := range extra {
 		if err := s.registry.Register(c); err != nil {
 			return nil, fmt.Errorf("server: metrics: %w", err)
@@ -266,7 +345,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("server: Serve called twice")
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- s.mainSrv.Serve(s.main) }()
+	go func() { errc <- s.mainSrv.Serve(s.serveOn) }()
 	running := 1
 	if s.adminSrv != nil {
 		running++
@@ -277,7 +356,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		adminAddr = a.String()
 	}
 	s.log(slog.LevelInfo, "serving", slog.String("addr", s.Addr().String()), slog.String("admin_addr", adminAddr),
-		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)))
+		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)), slog.Bool("tls", s.tls), slog.Bool("h2c", s.h2c))
 
 	var serveErr error
 	select {
@@ -294,14 +373,44 @@ func (s *Server) Serve(ctx context.Context) error {
 	return errors.Join(serveErr, err)
 }
 
+// Abort ends a shutdown in progress at once: the drain delay and the
+// wait for admitted work are cut short, every connection is closed, and
+// Serve returns a *CutShortError with Aborted set, after logging what was
+// cut. Called before shutdown begins, it makes the shutdown skip both
+// waits. It does not itself start a shutdown (end Serve's context for
+// that). Safe to call more than once and from any goroutine.
+func (s *Server) Abort() {
+	s.abortOnce.Do(func() { close(s.abort) })
+}
+
+func (s *Server) aborted() bool {
+	select {
+	case <-s.abort:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *Server) shutdown() error {
 	s.draining.Store(true)
-	s.log(slog.LevelInfo, "shutting down", slog.Duration("timeout", s.timeout))
+	s.log(slog.LevelInfo, "shutting down", slog.Duration("drain_delay", s.delay), slog.Duration("timeout", s.timeout))
+	if s.delay > 0 {
+		// Lame duck: /healthz says draining, the listener still accepts,
+		// responses ask clients to reconnect.
+		s.mainSrv.SetKeepAlivesEnabled(false)
+		t := time.NewTimer(s.delay)
+		select {
+		case <-t.C:
+		case <-s.abort:
+		}
+		t.Stop()
+	}
 	for _, f := range s.hooks {
 		f()
 	}
 	var cut error
-	if s.timeout < 0 {
+	if s.timeout < 0 || s.aborted() {
 		cut = s.cutShort()
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
@@ -311,7 +420,14 @@ func (s *Server) shutdown() error {
 		for _, g := range s.gates {
 			g.Close()
 		}
-		if err := <-done; err != nil {
+		var err error
+		select {
+		case err = <-done:
+		case <-s.abort:
+			cancel()
+			err = <-done
+		}
+		if err != nil {
 			cut = s.cutShort()
 		}
 		cancel()
@@ -321,6 +437,9 @@ func (s *Server) shutdown() error {
 	}
 	if s.adminSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
+		if s.aborted() {
+			cancel()
+		}
 		if err := s.adminSrv.Shutdown(ctx); err != nil {
 			_ = s.adminSrv.Close()
 		}
@@ -335,7 +454,7 @@ func (s *Server) shutdown() error {
 // cutShort records what is still running, then closes every connection.
 // It returns nil if nothing was.
 func (s *Server) cutShort() error {
-	e := &CutShortError{Timeout: max(s.timeout, 0), Inflight: map[string]int64{}, OpenConns: s.main.Stats().Open}
+	e := &CutShortError{Aborted: s.aborted(), Timeout: max(s.timeout, 0), Inflight: map[string]int64{}, OpenConns: s.main.Stats().Open}
 	args := []any{slog.Duration("timeout", e.Timeout), slog.Int("open_conns", e.OpenConns)}
 	busy := e.OpenConns > 0
 	for _, g := range s.gates {
@@ -348,7 +467,11 @@ func (s *Server) cutShort() error {
 	if !busy {
 		return nil
 	}
-	s.log(slog.LevelWarn, "shutdown timeout passed; cut work short", args...)
+	msg := "shutdown timeout passed; cut work short"
+	if e.Aborted {
+		msg = "shutdown aborted; cut work short"
+	}
+	s.log(slog.LevelWarn, msg, args...)
 	return e
 }
 
@@ -403,4 +526,27 @@ func slogErrorLog(l *slog.Logger) *log.Logger {
 		return log.New(io.Discard, "", 0)
 	}
 	return slog.NewLogLogger(l.Handler(), slog.LevelError)
+}
+
+// timeoutMetrics exports the connections closed by the send and body
+// timeouts, beside promsluice's connection metrics.
+func timeoutMetrics(l *connlimit.Listener) prometheus.Collector {
+	return &timeoutCollector{
+		l:    l,
+		send: prometheus.NewDesc("sluice_connections_closed_send_timeout_total", "Connections closed because the client took no bytes of a response for the send timeout.", nil, nil),
+		body: prometheus.NewDesc("sluice_connections_closed_body_timeout_total", "Connections closed because a declared request body did not progress for the body timeout.", nil, nil),
+	}
+}
+
+type timeoutCollector struct {
+	l          *connlimit.Listener
+	send, body *prometheus.Desc
+}
+
+func (c *timeoutCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.send; ch <- c.body }
+
+func (c *timeoutCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.l.Stats()
+	ch <- prometheus.MustNewConstMetric(c.send, prometheus.CounterValue, float64(st.ClosedSendTimeout))
+	ch <- prometheus.MustNewConstMetric(c.body, prometheus.CounterValue, float64(st.ClosedBodyTimeout))
 }

@@ -9,6 +9,8 @@ type State struct {
 	Draining    bool        `json:"draining"`
 	Gates       []GateState `json:"gates"`
 	Connections ConnState   `json:"connections"`
+	// Extra holds the sections of Config.StateExtras, by name.
+	Extra map[string]any `json:"extra,omitempty"`
 }
 
 // GateState is one gate's counters. Rejected and Completed hold every
@@ -36,6 +38,8 @@ type ConnState struct {
 	Rejected            map[string]uint64 `json:"rejected"`
 	ClosedIdle          uint64            `json:"closed_idle"`
 	ClosedHeaderTimeout uint64            `json:"closed_header_timeout"`
+	ClosedSendTimeout   uint64            `json:"closed_send_timeout"`
+	ClosedBodyTimeout   uint64            `json:"closed_body_timeout"`
 	AcceptErrors        map[string]uint64 `json:"accept_errors"`
 	Backoffs            uint64            `json:"accept_backoffs"`
 }
@@ -50,7 +54,14 @@ func (s *Server) State() State {
 	st.Connections = ConnState{
 		MaxConns: c.MaxConns, Open: c.Open, Refusing: c.Refusing, Accepted: c.Accepted,
 		Rejected: c.Rejected, ClosedIdle: c.ClosedIdle, ClosedHeaderTimeout: c.ClosedHeaderTimeout,
+		ClosedSendTimeout: c.ClosedSendTimeout, ClosedBodyTimeout: c.ClosedBodyTimeout,
 		AcceptErrors: c.AcceptErrors, Backoffs: c.Backoffs,
+	}
+	if len(s.extras) > 0 {
+		st.Extra = make(map[string]any, len(s.extras))
+		for name, f := range s.extras {
+			st.Extra[name] = f()
+		}
 	}
 	return st
 }

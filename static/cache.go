@@ -1,6 +1,7 @@
 package static
 
 import (
+	"io/fs"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -20,14 +21,30 @@ type entry struct {
 	data    []byte
 	size    int64
 	modTime time.Time
-	// checked is when the file's size and modification time were last
-	// confirmed on disk, in nanoseconds since the handler's epoch.
+	ident   fileIdent // inode, device, change time and mode when read
+	gen     uint64    // the root snapshot it was read from
+	// checked is when the file's size, modification time and identity
+	// were last confirmed on disk, in nanoseconds since the handler's
+	// epoch.
 	checked atomic.Int64
 
 	etag string // "" when the file has neither a modification time nor a hash
 
 	hdrType, hdrLength, hdrModified, hdrETag []string
 }
+
+// fileIdent is what tells two versions of a file apart beyond size and
+// modification time (see identOf). Zero fields are unknown and compare
+// equal.
+type fileIdent struct {
+	dev, ino uint64
+	ctime    int64 // change time, Unix ns
+	mode     fs.FileMode
+}
+
+// sameFile reports whether two identities name the same file (device and
+// inode), whatever its content.
+func (a fileIdent) sameFile(b fileIdent) bool { return a.dev == b.dev && a.ino == b.ino }
 
 // cache is a byte-bounded LRU of entries.
 //

@@ -143,12 +143,12 @@ func TestCacheOff(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	file := filepath.Join(writeTree(t, map[string]string{"f": "x"}), "f")
 	for name, cfg := range map[string]static.Config{
-		"negative work limit": {WorkLimit: -1},
-		"negative queue":      {Queue: -1},
-		"unknown scope":       {Scope: 7},
-		"huge work limit":     {WorkLimit: 1 << 30},
-		"missing root":        {Root: filepath.Join(t.TempDir(), "nope")},
-		"root is a file":      {Root: file},
+		"no gate, request scope": {WorkLimit: -1, Scope: static.ScopeRequest},
+		"negative queue":         {Queue: -1},
+		"unknown scope":          {Scope: 7},
+		"huge work limit":        {WorkLimit: 1 << 30},
+		"missing root":           {Root: filepath.Join(t.TempDir(), "nope")},
+		"root is a file":         {Root: file},
 	} {
 		if h, err := static.New(cfg); err == nil {
 			h.Close()

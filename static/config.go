@@ -41,7 +41,7 @@ const (
 	ScopeDisk Scope = iota
 	// ScopeRequest takes a slot for every request before the cache is
 	// looked up, and holds it until the response is written. This is the
-	// bug of seed 000, kept so that its cliff can be shown and tested:
+	// request-scoped bug, kept so that its cliff can be shown and tested:
 	// cache hits are refused once concurrency passes the work limit.
 	ScopeRequest
 )
@@ -76,13 +76,16 @@ type Config struct {
 	// Root is the directory to serve. Nothing outside it is reachable:
 	// it is opened with os.OpenRoot, so "..", absolute names and symbolic
 	// links that point outside are refused by the kernel-checked walk.
-	// Empty means FS, or the built-in demo site if FS is nil too.
+	// The path is looked up again at most once per Revalidate; when it
+	// names another directory (a deploy swapped a symbolic link), that one
+	// is served from then on. Empty means FS, or the built-in demo site if
+	// FS is nil too.
 	Root string
 
 	// FS, when Root is empty, is the file system to serve instead of the
 	// demo site. It is also the hook for tests and benchmarks that need a
-	// slow disk: wrap a real FS so that Open or Read sleeps. Stat (through
-	// fs.Stat) is never gated; Open and Read are. Files with a zero
+	// slow disk: wrap a real FS so that Read sleeps. Open and Stat are
+	// never gated (they read no content); Read is. Files with a zero
 	// modification time get neither Last-Modified nor ETag (the demo site,
 	// whose embedded files have no time, gets content-hash ETags instead).
 	FS fs.FS
@@ -94,12 +97,14 @@ type Config struct {
 
 	// WorkLimit is the number of slots of the "disk" gate: how many disk
 	// reads (and, with streams gated, large-file streams) may run at once.
-	// Zero means DefaultWorkLimit; negative is an error.
+	// Zero means DefaultWorkLimit; negative means no gate at all: every
+	// read goes through, and Handler.Gate returns nil (ScopeRequest then
+	// is an error).
 	WorkLimit int64
 
 	// Queue is how many disk reads may wait for a slot when all are taken.
 	// Zero means none: a read that finds the gate full is refused at once
-	// with 503 (the seed's behaviour). Negative is an error.
+	// with 503. Negative is an error.
 	Queue int
 
 	// MaxWait bounds the time a queued read waits before it is refused
@@ -117,21 +122,23 @@ type Config struct {
 	// negative means every file is streamed. It is capped at CacheBytes.
 	MaxCachedFileSize int64
 
-	// Revalidate is how long a cached file is served without checking its
-	// size and modification time on disk (one stat, never gated). A file
-	// changed on disk is never served stale for longer than this. Zero
-	// means DefaultRevalidate; negative means check on every request.
+	// Revalidate is how long a cached file is served without checking,
+	// with one stat (never gated), that it is the same file: size,
+	// modification time, and on Linux device, inode, change time and mode.
+	// A file changed on disk is never served stale for longer than this.
+	// It is also how often Root is looked up again. Zero means
+	// DefaultRevalidate; negative means check on every request.
 	Revalidate time.Duration
 
 	// UngatedStreams lets streams of large files run without a disk slot.
-	// False (the zero value, the seed's decision) makes a stream hold a
+	// False (the zero value) makes a stream hold a
 	// slot for its whole duration: a stream is a disk read spread over
 	// time, and leaving it out lets slow clients pile up unbounded disk
 	// work. See the package documentation for the trade-off.
 	UngatedStreams bool
 
 	// Scope says where the slot is taken. The zero value, ScopeDisk, is the
-	// fix; ScopeRequest reproduces the seed's bug.
+	// fix; ScopeRequest reproduces the request-scoped bug.
 	Scope Scope
 
 	// Observer, if not nil, sees every decision of the disk gate.

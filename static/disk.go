@@ -12,7 +12,7 @@ import (
 )
 
 // slot records whether a request holds a disk slot, so that a release
-// frees only what was taken (the seed's slot_held): a request that was
+// frees only what was taken: a request that was
 // answered without the disk never gives back a slot it does not have.
 type slot struct{ p admit.Permit }
 
@@ -41,7 +41,8 @@ var errChanged = errors.New("static: file changed while it was read")
 // A small file is then read whole, under the slot, which is released right
 // after the read; the bytes go to the cache and to the client. A large
 // file is opened and streamed; with gated streams the slot is held until
-// ServeContent returns (finish).
+// ServeContent returns (finish). The file itself was opened (not read)
+// by serveDisk.
 type diskResponse struct {
 	http.ResponseWriter
 	h       *Handler
@@ -52,17 +53,21 @@ type diskResponse struct {
 	modTime time.Time
 	etag    string
 	ctype   string
-	statAt  int64 // Handler.now() before the stat
-	stream  bool  // larger than the cache's file limit
-	reqHeld bool  // the request already holds a slot (ScopeRequest)
+	ident   fileIdent
+	gen     uint64 // root snapshot
+	statAt  int64  // Handler.now() before the stat
+	stream  bool   // larger than the cache's file limit
+	reqHeld bool   // the request already holds a slot (ScopeRequest)
+	file    fs.File
 
-	slot    slot
-	decided bool // WriteHeader was called
-	failed  bool // a refusal or an error was written instead of the file
+	slot      slot
+	decided   bool  // WriteHeader was called
+	failed    bool  // a refusal or an error was written instead of the file
+	streaming bool  // the large file may be read (slot taken if gated)
+	werr      error // the first write error: the client did not get it all
 
-	off  int64   // read position, as ServeContent sees it
-	data []byte  // small file, once read
-	file fs.File // large file, once opened
+	off  int64  // read position, as ServeContent sees it
+	data []byte // small file, once read
 }
 
 // WriteHeader takes the slot and reads or opens the file when a body is
@@ -81,12 +86,12 @@ func (d *diskResponse) WriteHeader(code int) {
 	d.ResponseWriter.WriteHeader(code)
 }
 
-// load takes a slot right before the disk is touched and reads the small
-// file (releasing the slot right after) or opens the large one (keeping
-// the slot until finish). It reports false after writing a refusal or an
-// error in place of the file.
+// load takes a slot right before the disk is read and reads the small
+// file (releasing the slot right after) or readies the large one for
+// streaming (keeping the slot until finish). It reports false after
+// writing a refusal or an error in place of the file.
 func (d *diskResponse) load() bool {
-	needSlot := !d.reqHeld && (!d.stream || d.h.gateStreams)
+	needSlot := d.h.gate != nil && !d.reqHeld && (!d.stream || d.h.gateStreams)
 	if needSlot {
 		kind := d.h.kindRead
 		if d.stream {
@@ -100,9 +105,16 @@ func (d *diskResponse) load() bool {
 		}
 	}
 	if d.stream {
-		return d.open()
+		if err := seekTo(d.file, d.off); err != nil {
+			d.h.log.Warn("static: seek failed", "name", d.name, "err", err)
+			d.abort()
+			http.Error(d.ResponseWriter, "500 internal server error: file could not be read, retry", http.StatusInternalServerError)
+			return false
+		}
+		d.streaming = true
+		return true
 	}
-	data, err := readWhole(d.h.fsys, d.name, d.size)
+	data, err := readWhole(d.file, d.size)
 	d.slot.release(outcomeOf(err))
 	if err != nil {
 		d.h.log.Warn("static: read failed", "name", d.name, "err", err)
@@ -115,34 +127,14 @@ func (d *diskResponse) load() bool {
 	return true
 }
 
-// open opens a large file for streaming and moves to ServeContent's
-// position.
-func (d *diskResponse) open() bool {
-	f, err := d.h.fsys.Open(d.name)
-	if err == nil {
-		err = seekTo(f, d.off)
-	}
-	if err != nil {
-		if f != nil {
-			f.Close()
-		}
-		d.h.log.Warn("static: open failed", "name", d.name, "err", err)
-		d.abort()
-		http.Error(d.ResponseWriter, "500 internal server error: file could not be opened, retry", http.StatusInternalServerError)
-		return false
-	}
-	d.file = f
-	return true
-}
-
-// finish closes a streamed file and releases its slot, if held. A stream
-// that ended early (client gone) is recorded as canceled.
+// finish closes the file and releases the stream's slot, if held. A
+// stream that did not reach its client whole (a write failed: the client
+// left, or stopped reading past the send timeout; or the request was
+// canceled) is recorded as canceled.
 func (d *diskResponse) finish() {
-	if d.file != nil {
-		d.file.Close()
-	}
+	d.file.Close()
 	o := admit.OutcomeOK
-	if d.r.Context().Err() != nil {
+	if d.werr != nil || d.r.Context().Err() != nil {
 		o = admit.OutcomeCanceled
 	}
 	d.slot.release(o)
@@ -166,7 +158,16 @@ func (d *diskResponse) Write(b []byte) (int, error) {
 	if d.failed {
 		return 0, errAborted
 	}
-	return d.ResponseWriter.Write(b)
+	n, err := d.ResponseWriter.Write(b)
+	d.noteErr(err)
+	return n, err
+}
+
+// noteErr keeps the first write error, for finish.
+func (d *diskResponse) noteErr(err error) {
+	if err != nil && d.werr == nil {
+		d.werr = err
+	}
 }
 
 // ReadFrom lets ServeContent's copy of a single range reach the
@@ -186,12 +187,16 @@ func (d *diskResponse) ReadFrom(src io.Reader) (int64, error) {
 			n, err := d.ResponseWriter.Write(d.data[d.off:end])
 			d.off += int64(n)
 			lr.N -= int64(n)
+			d.noteErr(err)
 			return int64(n), err
-		case d.file != nil:
+		case d.streaming:
 			if rf, ok := d.ResponseWriter.(io.ReaderFrom); ok {
+				// The write error of sendfile surfaces here and nowhere
+				// else: ServeContent drops it.
 				n, err := rf.ReadFrom(&io.LimitedReader{R: d.file, N: lr.N})
 				d.off += n
 				lr.N -= n
+				d.noteErr(err)
 				return n, err
 			}
 		}
@@ -213,7 +218,7 @@ func (d *diskResponse) Read(p []byte) (int, error) {
 		n := copy(p, d.data[d.off:])
 		d.off += int64(n)
 		return n, nil
-	case d.file != nil:
+	case d.streaming:
 		n, err := d.file.Read(p)
 		d.off += int64(n)
 		return n, err
@@ -235,7 +240,7 @@ func (d *diskResponse) Seek(offset int64, whence int) (int64, error) {
 	if offset < 0 {
 		return 0, errors.New("static: seek: negative position")
 	}
-	if d.file != nil {
+	if d.streaming {
 		if err := seekTo(d.file, offset); err != nil {
 			return 0, err
 		}
@@ -257,15 +262,10 @@ func seekTo(f fs.File, off int64) error {
 	return err
 }
 
-// readWhole reads a file of the given size. A file that is now shorter or
-// longer than its stat said is an error (errChanged): its headers were
-// already computed from the stat.
-func readWhole(fsys fs.FS, name string, size int64) ([]byte, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// readWhole reads an open file of the given size from its start. A file
+// that is now shorter or longer than its stat said is an error
+// (errChanged): its headers were already computed from the stat.
+func readWhole(f fs.File, size int64) ([]byte, error) {
 	buf := make([]byte, size+1)
 	n, err := io.ReadFull(f, buf)
 	switch {

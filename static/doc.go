@@ -2,10 +2,22 @@
 // file from disk — behind an admission gate, and everything else
 // (cache hits, HEAD, 304, 404, 403, redirects) without it.
 //
+// # Usage
+//
+//	h, err := static.New(static.Config{Root: "/srv/www", WorkLimit: 16})
+//	if err != nil { ... }
+//	defer h.Close()
+//	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: h}
+//	// h.Gate() feeds metrics and /state; h.Stats() reports the cache.
+//
+// Serve it behind send and body timeouts (package server, or connlimit's
+// ConfigureServer): without them a client that stops reading keeps a
+// stream, and its slot, for ever.
+//
 // # The problem it fixes
 //
-// Seed 000 describes a static server whose work limit counted requests
-// instead of disk reads: the slot was taken before the cache was looked
+// A static server whose work limit counted requests instead of disk reads
+// took the slot before the cache was looked
 // up, so once concurrency passed the limit (16) requests for files already
 // in memory — nearly all of them — were refused with 503. Throughput fell
 // from 44k to 4k requests/s at concurrency 200, with 92% refusals, on a
@@ -38,12 +50,29 @@
 // MaxCachedFileSize, with the response headers prebuilt. An entry is
 // served without looking at the disk for Revalidate after it was last
 // checked; after that, one stat (never gated: it reads no content)
-// confirms size and modification time, or drops the entry.
+// confirms it is the same file, or drops the entry. Size and
+// modification time are not enough: a rewrite can keep the size and
+// restore the mtime, and a chmod changes neither. So the device, inode,
+// change time (which the kernel sets on every write, chmod or utimes and
+// which cannot be set back) and mode are compared too.
 //
-// A cache miss is answered by http.ServeContent, which owns the rules for
-// conditional requests and ranges, over a diskResponse: a value that is
-// both the ResponseWriter and the content. ServeContent decides the status
-// from headers and the stat alone; only when it commits to sending a body
+// The served tree is a snapshot: Config.Root as opened, pinned by each
+// request from its first stat to its last read, so one response never
+// mixes two releases. The root path is looked up again once per
+// Revalidate; when it names another directory (a deploy swapped a
+// symbolic link) that one is opened and becomes current, entries from
+// the old one are dropped on use, and the old directory is closed when
+// its last request ends.
+//
+// A cache miss opens the file (a metadata step, not gated), takes size
+// and validators from the open file (so GET and HEAD agree on a file that
+// cannot be opened: 403 for both, and the headers describe the very file
+// that is read), and is answered by http.ServeContent, which owns the
+// rules for conditional requests and ranges, over a diskResponse: a value
+// that is both the ResponseWriter and the content. limitRanges bounds
+// what a Range header can cost first (at most MaxRanges ranges, no
+// overlaps, "bytes=-0" is 416). ServeContent decides the status from
+// headers and the stat alone; only when it commits to sending a body
 // (WriteHeader 200 or 206 on a GET) does diskResponse take the slot and
 // open the file. That is where "a HEAD or a 304 never takes a slot" comes
 // from, without a second copy of the precondition logic. A plain GET or
@@ -61,7 +90,7 @@
 //	                                                          ▶ slot ▶ stream ... ◀ release at the end
 //
 // Config.Scope = ScopeRequest moves the slot to the top of ServeHTTP, in
-// front of the cache: the seed's bug, kept so that its cliff can be
+// front of the cache: the request-scoped bug, kept so that its cliff can be
 // measured and its tests can tell the two apart.
 //
 // # Trade-off: streams hold a slot
@@ -71,17 +100,9 @@
 // Gating streams (the default) bounds concurrent disk work, including the
 // case where slow clients hold many streams open; the price is that a few
 // slow downloads can occupy every slot and turn small cold reads away with
-// 503 until they end. UngatedStreams removes that price and the bound. The
-// seed kept streams gated ("the only member removed from the covered set is
-// the cache hit"); so does the default here. Operators who serve large
+// 503 until they end. UngatedStreams removes that price and the bound.
+// The only request removed from the gate is the cache hit: streams stay
+// gated by default. Operators who serve large
 // files to slow clients should raise WorkLimit or set a Queue and MaxWait,
 // or ungate streams and bound connections instead (package connlimit).
-//
-// # Usage
-//
-//	h, err := static.New(static.Config{Root: "/srv/www", WorkLimit: 16})
-//	if err != nil { ... }
-//	defer h.Close()
-//	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: h}
-//	// h.Gate() feeds metrics and /state; h.Stats() reports the cache.
 package static

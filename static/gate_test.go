@@ -290,14 +290,24 @@ func TestClosedGateRefusesReadsNotHits(t *testing.T) {
 	}
 }
 
-// lyingFS reports a size one byte larger than the file has, as if the file
-// changed between the stat and the read.
+// lyingFS opens files whose Stat reports a size one byte larger than the
+// file has, as if the file changed between the stat and the read.
 type lyingFS struct{ fs.FS }
 
-func (l lyingFS) Stat(name string) (fs.FileInfo, error) {
-	fi, err := fs.Stat(l.FS, name)
+func (l lyingFS) Open(name string) (fs.File, error) {
+	f, err := l.FS.Open(name)
 	if err != nil {
 		return nil, err
+	}
+	return lyingFile{f}, nil
+}
+
+type lyingFile struct{ fs.File }
+
+func (f lyingFile) Stat() (fs.FileInfo, error) {
+	fi, err := f.File.Stat()
+	if err != nil || fi.IsDir() {
+		return fi, err
 	}
 	return grownInfo{fi}, nil
 }

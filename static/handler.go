@@ -10,9 +10,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"os"
 	"path"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,9 +24,13 @@ import (
 // http.Handler; all methods are safe for concurrent use. Create it with
 // New and Close it when the server has stopped.
 type Handler struct {
-	fsys        fs.FS
-	root        *os.Root // nil unless Config.Root was given
-	gate        *admit.Gate
+	// cur is the tree being served. For Config.Root it is replaced when
+	// the root path comes to name another directory (followRoot).
+	cur         atomic.Pointer[rootSnap]
+	rootPath    string // Config.Root, "" otherwise
+	rootChecked atomic.Int64
+	rootMu      sync.Mutex  // serialises root swaps
+	gate        *admit.Gate // nil with WorkLimit < 0: no gate at all
 	kindRead    admit.Kind
 	kindStream  admit.Kind
 	cache       *cache // nil when the cache is off
@@ -50,7 +54,6 @@ type Handler struct {
 // ErrInvalidConfig (or the error opening Config.Root).
 func New(cfg Config) (*Handler, error) {
 	h := &Handler{
-		fsys:            cfg.FS,
 		dotfiles:        cfg.Dotfiles,
 		gateStreams:     !cfg.UngatedStreams,
 		scope:           cfg.Scope,
@@ -64,8 +67,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Scope != ScopeDisk && cfg.Scope != ScopeRequest {
 		return nil, fmt.Errorf("%w: unknown gate scope %d", ErrInvalidConfig, cfg.Scope)
 	}
-	if cfg.WorkLimit < 0 {
-		return nil, fmt.Errorf("%w: negative work limit %d", ErrInvalidConfig, cfg.WorkLimit)
+	if cfg.WorkLimit < 0 && cfg.Scope == ScopeRequest {
+		return nil, fmt.Errorf("%w: ScopeRequest needs a gate (WorkLimit %d turns it off)", ErrInvalidConfig, cfg.WorkLimit)
 	}
 	if cfg.Queue < 0 {
 		return nil, fmt.Errorf("%w: negative queue %d", ErrInvalidConfig, cfg.Queue)
@@ -98,55 +101,63 @@ func New(cfg Config) (*Handler, error) {
 		h.revalidate = DefaultRevalidate
 	}
 
-	maxWait := cfg.MaxWait
-	if cfg.Queue == 0 {
-		maxWait = 0 // documented as ignored without a queue
+	if cfg.WorkLimit >= 0 {
+		maxWait := cfg.MaxWait
+		if cfg.Queue == 0 {
+			maxWait = 0 // documented as ignored without a queue
+		}
+		gate, err := admit.New(admit.Config{
+			Name:       GateName,
+			Capacity:   cfg.WorkLimit,
+			MaxWaiters: cfg.Queue,
+			MaxWait:    maxWait,
+			Kinds:      []string{KindRead, KindStream},
+			Observer:   cfg.Observer,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		h.gate = gate
+		h.kindRead, h.kindStream = gate.Kind(KindRead), gate.Kind(KindStream)
 	}
-	gate, err := admit.New(admit.Config{
-		Name:       GateName,
-		Capacity:   cfg.WorkLimit,
-		MaxWaiters: cfg.Queue,
-		MaxWait:    maxWait,
-		Kinds:      []string{KindRead, KindStream},
-		Observer:   cfg.Observer,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	h.gate = gate
-	h.kindRead, h.kindStream = gate.Kind(KindRead), gate.Kind(KindStream)
 
 	switch {
 	case cfg.Root != "":
-		root, err := os.OpenRoot(cfg.Root)
+		snap, err := openSnap(cfg.Root, 0)
 		if err != nil {
-			return nil, fmt.Errorf("static: open root: %w", err)
+			return nil, err
 		}
-		if fi, err := root.Stat("."); err != nil || !fi.IsDir() {
-			root.Close()
-			return nil, fmt.Errorf("%w: root %q is not a readable directory", ErrInvalidConfig, cfg.Root)
-		}
-		h.root, h.fsys = root, root.FS()
+		h.rootPath = cfg.Root
+		h.cur.Store(snap)
 	case cfg.FS == nil:
-		h.fsys = DemoFS()
-		h.hashETags, err = contentETags(h.fsys)
+		fsys := DemoFS()
+		var err error
+		h.hashETags, err = contentETags(fsys)
 		if err != nil {
 			return nil, fmt.Errorf("static: demo site: %w", err)
 		}
+		h.cur.Store(&rootSnap{fsys: fsys})
+	default:
+		h.cur.Store(&rootSnap{fsys: cfg.FS})
 	}
 	return h, nil
 }
 
-// Gate returns the "disk" gate, for metrics and state pages.
+// Gate returns the "disk" gate, for metrics and state pages, or nil when
+// Config.WorkLimit turned the gate off.
 func (h *Handler) Gate() *admit.Gate { return h.gate }
 
 // Close closes the gate (reads still in flight finish; new ones are
 // refused with reason closed) and the root directory. Call it after the
 // server has shut down.
 func (h *Handler) Close() error {
-	h.gate.Close()
-	if h.root != nil {
-		return h.root.Close()
+	if h.gate != nil {
+		h.gate.Close()
+	}
+	h.rootMu.Lock()
+	defer h.rootMu.Unlock()
+	if s := h.cur.Load(); s.root != nil {
+		s.closeOnce.Do(func() { s.root.Close() })
 	}
 	return nil
 }
@@ -170,6 +181,10 @@ func (h *Handler) Stats() Stats {
 	return s
 }
 
+// maxDiscardBody is the largest request body a GET or HEAD may carry; it
+// is read and discarded before any slot is taken.
+const maxDiscardBody = 64 << 10
+
 // ServeHTTP answers GET and HEAD; other methods get 405.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -177,8 +192,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "405 method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody && !discardBody(w, r) {
+		return
+	}
 	if h.scope == ScopeRequest {
-		// The seed's bug, on purpose: the slot is taken before the cache is
+		// The request-scoped bug, on purpose: the slot is taken before the cache is
 		// looked up, so cache hits queue behind (or are refused by) disk work.
 		var s slot
 		var err error
@@ -208,29 +226,59 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, reqHeld bool) {
 		http.Redirect(w, r, canonicalURL(r.URL.Path, r.URL.RawQuery), http.StatusMovedPermanently)
 		return
 	}
-	if e := h.cache.get(r.URL.Path); e != nil && h.fresh(e) {
+	now := h.now()
+	snap := h.pin(now)
+	defer snap.release()
+	if e := h.cache.get(r.URL.Path); e != nil && h.fresh(snap, e, now) {
 		h.hits.Add(1)
 		h.serveEntry(w, r, e)
 		return
 	}
 	h.misses.Add(1)
-	h.serveDisk(w, r, name, dirSlash, reqHeld)
+	h.serveDisk(w, r, snap, name, dirSlash, reqHeld)
+}
+
+// discardBody reads and drops a GET's or HEAD's body (it has no meaning
+// for a file) before any slot is taken, so that net/http's own discard
+// cannot block a response that holds one. The read runs under the
+// server's body deadline (connlimit's BodyTimeout). A body that does not
+// arrive gets 408, one over maxDiscardBody 413; both close the
+// connection.
+func discardBody(w http.ResponseWriter, r *http.Request) bool {
+	n, err := io.CopyN(io.Discard, r.Body, maxDiscardBody+1)
+	switch {
+	case err == io.EOF:
+		return true
+	case err == nil || n > maxDiscardBody:
+		w.Header().Set("Connection", "close")
+		http.Error(w, "413 content too large: a GET or HEAD carries no body", http.StatusRequestEntityTooLarge)
+	default:
+		w.Header().Set("Connection", "close")
+		http.Error(w, "408 request timeout: the declared body did not arrive", http.StatusRequestTimeout)
+	}
+	return false
 }
 
 // now is the monotonic time since the handler was made, in nanoseconds.
 func (h *Handler) now() int64 { return int64(time.Since(h.epoch)) }
 
-// fresh reports whether e may be served: it was checked against the disk
-// within the revalidation interval, or a stat (never gated: no content is
-// read) shows the same size and modification time. A changed entry is
-// dropped from the cache.
-func (h *Handler) fresh(e *entry) bool {
-	now := h.now()
+// fresh reports whether e may be served: it comes from the tree being
+// served, and it was checked against the disk within the revalidation
+// interval or a stat (never gated: no content is read) shows the same
+// file. The same file means the same size, modification time, mode,
+// device, inode and change time: a rename over it, a chmod, or a rewrite
+// that restores the modification time all change the change time. A
+// changed entry is dropped from the cache.
+func (h *Handler) fresh(snap *rootSnap, e *entry, now int64) bool {
+	if e.gen != snap.gen {
+		h.cache.remove(e.key, e)
+		return false
+	}
 	if h.revalidate > 0 && now-e.checked.Load() < int64(h.revalidate) {
 		return true
 	}
-	fi, err := fs.Stat(h.fsys, e.name)
-	if err == nil && fi.Mode().IsRegular() && fi.Size() == e.size && fi.ModTime().Equal(e.modTime) {
+	fi, err := fs.Stat(snap.fsys, e.name)
+	if err == nil && fi.Mode().IsRegular() && fi.Size() == e.size && fi.ModTime().Equal(e.modTime) && identOf(fi) == e.ident {
 		e.checked.Store(now)
 		return true
 	}
@@ -260,6 +308,9 @@ func (h *Handler) serveEntry(w http.ResponseWriter, r *http.Request, e *entry) {
 		}
 		return
 	}
+	if limitRanges(w, r, e.size, e.hdrType[0]) {
+		return
+	}
 	http.ServeContent(w, r, "", e.modTime, bytes.NewReader(e.data))
 }
 
@@ -270,24 +321,32 @@ func plain(h http.Header) bool {
 		len(h["If-Match"]) == 0 && len(h["If-Unmodified-Since"]) == 0 && len(h["If-Range"]) == 0
 }
 
-// serveDisk answers a request the cache could not: it looks the name up
-// (stat only, never gated), answers redirects, 404 and 403 itself, and
-// leaves the rest to http.ServeContent through a diskResponse, which takes
-// the slot only if ServeContent decides to send a body.
-func (h *Handler) serveDisk(w http.ResponseWriter, r *http.Request, name string, dirSlash, reqHeld bool) {
+// serveDisk answers a request the cache could not: it opens the name
+// (a metadata step, never gated: no content is read) and takes the size
+// and validators from the open file, answers redirects, 404 and 403
+// itself, and leaves the rest to http.ServeContent through a
+// diskResponse, which takes the slot only if ServeContent decides to send
+// a body. Opening first makes GET and HEAD agree on a file that cannot be
+// read (403 for both), and ties the headers to the very file that is
+// read.
+func (h *Handler) serveDisk(w http.ResponseWriter, r *http.Request, snap *rootSnap, name string, dirSlash, reqHeld bool) {
 	statAt := h.now()
-	fi, err := fs.Stat(h.fsys, name)
+	f, fi, err := openStat(snap.fsys, name)
 	if err != nil {
 		h.statError(w, name, err)
 		return
 	}
 	if fi.IsDir() {
+		f.Close()
 		if !dirSlash { // "/docs" -> "/docs/", as nginx and FileServer do
 			http.Redirect(w, r, locationFor(r.URL.Path+"/", r.URL.RawQuery), http.StatusMovedPermanently)
 			return
 		}
 		name = path.Join(name, IndexFile)
-		if fi, err = fs.Stat(h.fsys, name); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir()) {
+		if f, fi, err = openStat(snap.fsys, name); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir()) {
+			if f != nil {
+				f.Close()
+			}
 			forbidden(w) // a directory without an index: no listings
 			return
 		} else if err != nil {
@@ -295,11 +354,18 @@ func (h *Handler) serveDisk(w http.ResponseWriter, r *http.Request, name string,
 			return
 		}
 	} else if dirSlash {
+		f.Close()
 		notFound(w) // "/file.css/": a file is not a directory (nginx agrees)
 		return
 	}
 	if !fi.Mode().IsRegular() {
+		f.Close()
 		forbidden(w) // devices, sockets, pipes
+		return
+	}
+	if !h.dotfiles && snap.hiddenTarget(f) {
+		f.Close()
+		notFound(w) // a link to a dotfile is the dotfile
 		return
 	}
 
@@ -309,21 +375,41 @@ func (h *Handler) serveDisk(w http.ResponseWriter, r *http.Request, name string,
 		r:              r,
 		key:            r.URL.Path,
 		name:           name,
+		file:           f,
 		size:           fi.Size(),
 		modTime:        fi.ModTime(),
+		ident:          identOf(fi),
+		gen:            snap.gen,
 		etag:           h.etagFor(name, fi),
 		ctype:          contentType(name),
 		statAt:         statAt,
 		stream:         fi.Size() > h.maxCached,
 		reqHeld:        reqHeld,
 	}
+	defer d.finish()
 	hdr := w.Header()
 	hdr.Set("Content-Type", d.ctype)
 	if d.etag != "" {
 		hdr.Set("Etag", d.etag)
 	}
-	defer d.finish()
+	if limitRanges(w, r, d.size, d.ctype) {
+		return
+	}
 	http.ServeContent(d, r, "", d.modTime, d)
+}
+
+// openStat opens name and stats the open file.
+func openStat(fsys fs.FS, name string) (fs.File, fs.FileInfo, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 // statError answers a failed lookup: 403 when permission is denied, else
@@ -392,6 +478,7 @@ func contentETags(fsys fs.FS) (map[string]string, error) {
 func newEntry(d *diskResponse, data []byte, checked int64) *entry {
 	e := &entry{
 		key: d.key, name: d.name, data: data, size: int64(len(data)), modTime: d.modTime, etag: d.etag,
+		ident: d.ident, gen: d.gen,
 		hdrType:   []string{d.ctype},
 		hdrLength: []string{strconv.Itoa(len(data))},
 	}

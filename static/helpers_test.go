@@ -196,8 +196,9 @@ func holdSlots(t *testing.T, g *admit.Gate) func() {
 type slowFS struct {
 	fs.FS
 	match     string
-	opened    chan string // receives the name on each matching Open (if not nil)
-	hold      atomic.Bool // while true, each matching Read waits for a token on readGate
+	opened    chan string  // receives the name on each matching Open (if not nil)
+	hold      atomic.Bool  // while true, each matching Read waits for a token on readGate
+	waiting   atomic.Int32 // Reads waiting for a token now
 	readGate  chan struct{}
 	readDelay time.Duration
 	stop      chan struct{} // closed by stopWaiting: reads stop waiting for tokens
@@ -229,6 +230,8 @@ type slowFile struct {
 
 func (f *slowFile) Read(p []byte) (int, error) {
 	if f.fs.hold.Load() {
+		f.fs.waiting.Add(1)
+		defer f.fs.waiting.Add(-1)
 		select {
 		case <-f.fs.readGate:
 		case <-f.fs.stop:

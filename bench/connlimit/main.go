@@ -52,7 +52,7 @@ func run(args []string) int {
 		}
 		l = inner
 	case "served", "refused", "refused_fast":
-		cfg := connlimit.Config{MaxConns: 1 << 20, ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour}
+		cfg := connlimit.Config{ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour} // MaxConns derived: room for every connection the fd limit allows
 		if *mode != "served" {
 			cfg.MaxConns = 1
 		}

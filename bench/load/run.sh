@@ -2,6 +2,7 @@
 # Side-by-side: sluice load vs vegeta attack at the same open-loop rate
 # against the trivial server, CPU per request from each driver's rusage.
 # Usage: bench/load/run.sh [rate] [duration] [rounds]   (from the repository root)
+# Both drivers run with their default settings; compare -workers N pins both pools.
 set -euo pipefail
 rate=${1:-20000}
 dur=${2:-10s}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/load"
 )
@@ -13,11 +14,12 @@ func runCheck(_ context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: sluice check --profile PROFILE [--case NAME] REPORT.json")
+		fmt.Fprintln(e.stderr, "usage: sluice check --profile PROFILE [--case NAME] [--release] REPORT.json")
 		fs.PrintDefaults()
 	}
 	profile := fs.String("profile", "", "profile JSON to judge against (required)")
 	caseName := fs.String("case", "", "case to use (default: the report's case, or the profile's only case)")
+	release := fs.Bool("release", false, "also require a release-qualified report (known revision, clean tree, binary, profile and source hashes)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
@@ -44,6 +46,21 @@ func runCheck(_ context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	v := load.Judge(r, c)
+	if *release {
+		// Judged from the report's own fields, not its stored flag.
+		for _, why := range load.ReleaseReasons(r) {
+			v.Reasons = append(v.Reasons, "not release-qualified: "+why)
+			if v.Status != load.StatusFail {
+				v.Status = load.StatusInvalid
+			}
+		}
+		if r.Kind == "merge" && !r.ReleaseQualified {
+			v.Reasons = append(v.Reasons, "not release-qualified: "+strings.Join(r.ReleaseReasons, "; "))
+			if v.Status != load.StatusFail {
+				v.Status = load.StatusInvalid
+			}
+		}
+	}
 	fmt.Fprintf(e.stdout, "%s: %s (case %q of %s)\n", fs.Arg(0), v.Status, ref.Case, ref.Path)
 	for _, reason := range v.Reasons {
 		fmt.Fprintf(e.stdout, "  - %s\n", reason)

@@ -30,7 +30,7 @@ func TestDoctorReadsServe(t *testing.T) {
 		return map[string]string{"SLUICE_LOG_FORMAT": "json"}[k]
 	}}
 	go func() {
-		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--pprof", "--shutdown-timeout", "2s"})
+		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--pprof", "--shutdown-timeout", "2s", "--drain-delay", "0"})
 	}()
 	rec := logRecord(t, &out, "serving")
 	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])

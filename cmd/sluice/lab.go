@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
@@ -16,7 +18,7 @@ import (
 // /release is an unauthenticated control.
 const defaultLabAddr = "127.0.0.1:18440"
 
-// runLab runs `sluice lab`, the backpressure lab of seed 001: GET /work,
+// runLab runs `sluice lab`, the backpressure lab: GET /work,
 // POST /release and GET /state on one listener.
 func runLab(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
@@ -49,11 +51,11 @@ func runLab(ctx context.Context, e env, args []string) int {
 	if *slots < 1 || *slots > admit.MaxCapacity {
 		return fail(fmt.Errorf("--slots %d: want 1 to %d", *slots, admit.MaxCapacity))
 	}
-	if err := checkPositive("hold-limit", *hold); err != nil {
+	if err := checkDuration("hold-limit", *hold, time.Millisecond, maxTimeout); err != nil {
 		return fail(err)
 	}
-	if *shutdown < 0 {
-		return fail(fmt.Errorf("--shutdown-timeout %v: must be 0 or more", *shutdown))
+	if err := checkDuration("shutdown-timeout", *shutdown, 0, maxShutdownTimeout); err != nil {
+		return fail(err)
 	}
 	logger, err := lo.logger(e.stderr)
 	if err != nil {
@@ -74,7 +76,7 @@ func runLab(ctx context.Context, e env, args []string) int {
 		Gates:   []*admit.Gate{l.Gate()},
 		// The lab's own limits are the slots; keep the connection limit
 		// out of the way of a curl walkthrough but bounded.
-		Conn:            connlimit.Config{MaxConns: 1024},
+		Conn:            labConnConfig(),
 		ShutdownTimeout: st,
 		// Held /work requests would otherwise wait out the hold limit.
 		OnShutdown: []func(){l.Close},
@@ -84,6 +86,26 @@ func runLab(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
 		return exitFail
 	}
+	warnLabAddr(logger, *addr)
 	logger.Info("lab listening", "addr", srv.Addr().String(), "business_slots", *slots, "hold_limit", *hold)
-	return serveUntilDone(ctx, e, "lab", srv)
+	return serveUntilDone(ctx, e, "lab", srv, logger)
+}
+
+// warnLabAddr warns when the lab listens beyond loopback: /release is an
+// unauthenticated control.
+func warnLabAddr(logger *slog.Logger, addr string) {
+	if !isLoopback(addr) {
+		logger.Warn("lab is not on loopback: its /release is unauthenticated, so anyone who can reach this address can release held work",
+			"addr", addr)
+	}
+}
+
+// labConnConfig bounds the lab's connections at 1024, or at what the
+// descriptor limit allows when that is less.
+func labConnConfig() connlimit.Config {
+	cfg := connlimit.Config{MaxConns: 1024}
+	if errors.Is(cfg.Validate(), connlimit.ErrNoHeadroom) {
+		cfg.MaxConns = 0 // derived from the limit
+	}
+	return cfg
 }

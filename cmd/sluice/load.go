@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/load"
+	"github.com/sluicehq/sluice/load/render"
 )
 
 // runLoad drives open- or closed-loop load at one level and writes a report.
@@ -25,7 +27,7 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: sluice load --url URL (--rate R | --concurrency C) [flags]")
+		fmt.Fprintln(e.stderr, "usage: sluice load [--url] URL (--rate R | --concurrency C) [flags]")
 		fmt.Fprintln(e.stderr, "Every flag can also be set as SLUICE_<FLAG> (upper case, - as _).")
 		fs.PrintDefaults()
 	}
@@ -36,14 +38,84 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	concurrency := fs.Int("concurrency", 0, "closed loop: this many workers, each sending after the previous answer")
 	duration := fs.Duration("duration", 10*time.Second, "length of each window")
 	windows := fs.Int("windows", 1, "number of windows, each judged on its own, with a drain between them")
-	if code, ok := parseArgs(fs, e, args); !ok {
+	if code, ok := parseArgs(fs, e, rf, args); !ok {
 		return code
 	}
 	set := setFlags(fs)
-	prof, cs, code := rf.loadProfile(e, "load")
+	v := loadValues{rate: *rate, rampTo: *rampTo, steps: *stepRates, concurrency: *concurrency, duration: *duration, windows: *windows}
+	cases, code := rf.profileCases(e, "load")
 	if code >= 0 {
 		return code
 	}
+	command := append([]string{"sluice", "load"}, args...)
+	if len(cases) <= 1 {
+		var prof *load.ProfileRef
+		if len(cases) == 1 {
+			prof = cases[0]
+		}
+		return runLoadCase(ctx, e, *rf, v, set, prof, rf.out, command)
+	}
+	// A profile of several cases and no --case: every case in order, each
+	// judged alone in a report of its own.
+	worst := exitOK
+	for _, prof := range cases {
+		out := caseReportName(rf.out, prof.Case)
+		fmt.Fprintf(e.stdout, "== case %s\n", prof.Case)
+		code := runLoadCase(ctx, e, *rf, v, set, prof, out, command)
+		switch {
+		case code == exitUsage || code == exitInternal:
+			return code
+		case code == exitFail:
+			worst = exitFail
+		case code == exitInvalid && worst == exitOK:
+			worst = exitInvalid
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return worst
+}
+
+// loadValues are the load-shape flags of `sluice load`.
+type loadValues struct {
+	rate, rampTo float64
+	steps        string
+	concurrency  int
+	duration     time.Duration
+	windows      int
+}
+
+// caseReportName is the report file of one case of a multi-case run:
+// NAME.json becomes NAME.CASE.json.
+func caseReportName(out, caseName string) string {
+	if out == "" {
+		out = load.DefaultReportName(time.Now())
+	}
+	base := strings.TrimSuffix(out, ".json")
+	safe := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r < ' ' {
+			return '_'
+		}
+		return r
+	}, caseName)
+	return base + "." + safe + ".json"
+}
+
+// runLoadCase runs one load (judged against prof's case, if any) and
+// writes its report to out.
+func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[string]bool, prof *load.ProfileRef, out string, command []string) int {
+	rf.out = out
+	var cs *load.Case
+	if prof != nil {
+		c, err := prof.Profile.Case(prof.Case)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sluice load: %v\n", err)
+			return exitUsage
+		}
+		cs = &c
+	}
+	rate, rampTo, stepRates, concurrency, duration, windows := &v.rate, &v.rampTo, &v.steps, &v.concurrency, &v.duration, &v.windows
 	if cs != nil { // the case supplies defaults that flags override
 		if cs.Rate > 0 && !set["rate"] && !set["concurrency"] {
 			*rate = cs.Rate
@@ -74,6 +146,18 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	if *windows < 1 {
 		return usageErr("--windows must be >= 1")
 	}
+	// Every size is checked against its bound before anything is built.
+	if msg := firstBound(
+		boundDur("--duration", *duration, load.MaxWindowDuration),
+		boundInt("--windows", *windows, load.MaxWindows),
+		boundDur("--duration × --windows", *duration*time.Duration(*windows), load.MaxRunDuration),
+		boundRate("--rate", *rate),
+		boundRate("--ramp-to", *rampTo),
+		boundInt("--concurrency", *concurrency, load.MaxWorkers),
+		rf.bounds(),
+	); msg != "" {
+		return usageErr("%s", msg)
+	}
 	cfg, err := rf.config()
 	if err != nil {
 		return usageErr("%v", err)
@@ -90,6 +174,9 @@ func runLoad(ctx context.Context, e env, args []string) int {
 		rates, err := parseFloats(*stepRates)
 		if err != nil {
 			return usageErr("--steps: %v", err)
+		}
+		if msg := boundRates("--steps", rates); msg != "" {
+			return usageErr("%s", msg)
 		}
 		if cfg.Shape, err = load.Stepped(rates, *duration); err != nil {
 			return usageErr("--steps: %v", err)
@@ -111,7 +198,64 @@ func runLoad(ctx context.Context, e env, args []string) int {
 			return usageErr("%v", err)
 		}
 	}
-	return rf.run(ctx, e, "load", append([]string{"sluice", "load"}, args...), prof, []load.Config{cfg})
+	if cfg.Concurrency == 0 && cfg.QueueDepth == 0 {
+		if d := load.DefaultQueueDepth(cfg.Workers, cfg.Shape.MeanRate(), cfg.P99Budget); d > load.MaxQueueDepth {
+			return usageErr("--queue-depth: the default, rate × --p99-budget = %d, is over the bound: at most %d; give --queue-depth or a smaller --p99-budget", d, load.MaxQueueDepth)
+		}
+	}
+	return rf.run(ctx, e, "load", command, prof, []load.Config{cfg})
+}
+
+// firstBound returns the first non-empty message.
+func firstBound(msgs ...string) string {
+	for _, m := range msgs {
+		if m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+func boundInt(flag string, v, max int) string {
+	if v > max {
+		return fmt.Sprintf("%s %d is over the bound: at most %d", flag, v, max)
+	}
+	return ""
+}
+
+func boundDur(flag string, v, max time.Duration) string {
+	if v > max || v < 0 && flag == "--duration × --windows" { // a negative product overflowed
+		return fmt.Sprintf("%s %v is over the bound: at most %v", flag, v, max)
+	}
+	return ""
+}
+
+func boundRate(flag string, v float64) string {
+	if v > load.MaxRate || math.IsInf(v, 0) {
+		return fmt.Sprintf("%s %v is over the bound: at most %d requests per second", flag, v, load.MaxRate)
+	}
+	return ""
+}
+
+func boundRates(flag string, vs []float64) string {
+	if len(vs) > load.MaxSegments {
+		return fmt.Sprintf("%s has %d entries, over the bound: at most %d", flag, len(vs), load.MaxSegments)
+	}
+	for _, v := range vs {
+		if m := boundRate(flag, v); m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+// bounds checks the shared size flags against their bounds.
+func (rf *runFlags) bounds() string {
+	return firstBound(
+		boundInt("--workers", rf.workers, load.MaxWorkers),
+		boundInt("--queue-depth", rf.queueDepth, load.MaxQueueDepth),
+		boundDur("--p99-budget", rf.p99Budget, load.MaxP99Budget),
+	)
 }
 
 // runFlags are the flags load and sweep share.
@@ -131,12 +275,13 @@ type runFlags struct {
 	timeout      time.Duration
 	drainTimeout time.Duration
 	http2        bool
+	insecure     bool
 	noKeepAlive  bool
 	metrics      string
 	profile      string
 	caseName     string
 	out          string
-	live         string
+	live         liveFlag
 }
 
 func addRunFlags(fs *flag.FlagSet) *runFlags {
@@ -156,13 +301,77 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	fs.DurationVar(&rf.timeout, "timeout", 10*time.Second, "connect and response-header timeout per request")
 	fs.DurationVar(&rf.drainTimeout, "drain-timeout", 0, "longest wait for a window's last requests (0: timeout + 5s)")
 	fs.BoolVar(&rf.http2, "http2", false, "speak HTTP/2 only (h2c for http:// URLs)")
+	fs.BoolVar(&rf.insecure, "insecure", false, "accept any TLS certificate (a self-signed test bench)")
 	fs.BoolVar(&rf.noKeepAlive, "no-keepalive", false, "open a new connection for every request")
 	fs.StringVar(&rf.metrics, "metrics", "", "Prometheus text endpoint of the server, scraped before and after each window")
 	fs.StringVar(&rf.profile, "profile", "", "profile JSON: judge the run against a case (PASS, FAIL, INVALID)")
 	fs.StringVar(&rf.caseName, "case", "", "profile case to use (needed when the profile has several)")
 	fs.StringVar(&rf.out, "out", "", "report file (default: load-report-<UTC time>.json in the current folder)")
-	fs.StringVar(&rf.live, "live", "auto", "live progress line on stderr each second: auto (when a terminal), on, off")
+	fs.Var(&rf.live, "live", "live progress line on stderr each second: auto (when a terminal), on or off (or true, false)")
 	return rf
+}
+
+// readBounded reads a file of at most max bytes, refusing a larger one
+// before reading it.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is over the bound: at most %d bytes", path, max)
+	}
+	return b, nil
+}
+
+// liveFlag is --live: "auto" (the zero value: on when stderr is a
+// terminal) or a boolean (on/off, or anything strconv.ParseBool takes).
+// Anything else is refused when the flag is parsed.
+type liveFlag struct {
+	set, value bool
+}
+
+func (l *liveFlag) String() string {
+	switch {
+	case l == nil || !l.set:
+		return "auto"
+	case l.value:
+		return "on"
+	}
+	return "off"
+}
+
+func (l *liveFlag) Set(v string) error {
+	switch v {
+	case "auto":
+		*l = liveFlag{}
+		return nil
+	case "on":
+		*l = liveFlag{set: true, value: true}
+		return nil
+	case "off":
+		*l = liveFlag{set: true}
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("--live takes auto, on, off, true or false, not %q", v)
+	}
+	*l = liveFlag{set: true, value: b}
+	return nil
+}
+
+// on says whether to print the live line, given whether stderr is a terminal.
+func (l liveFlag) on(terminal bool) bool {
+	if !l.set {
+		return terminal
+	}
+	return l.value
 }
 
 // listFlag collects a repeatable flag.
@@ -171,15 +380,37 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ", ") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// parseArgs parses flags (with their SLUICE_* twins, see flags.go) and
-// refuses positional arguments. ok == false means stop with code.
-func parseArgs(fs *flag.FlagSet, e env, args []string) (code int, ok bool) {
-	if err := parseFlags(fs, e, args); err != nil {
+// parseArgs parses flags (with their SLUICE_* twins, see flags.go), with
+// flags and positional arguments in any order, as hey, oha and wrk allow:
+// each positional argument is a target URL, added to --url. ok == false
+// means stop with code.
+func parseArgs(fs *flag.FlagSet, e env, rf *runFlags, args []string) (code int, ok bool) {
+	var positional []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return parseExit(err), false
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			break
+		}
+		if consumed := len(rest) - len(left); consumed > 0 && rest[consumed-1] == "--" {
+			positional = append(positional, left...) // after --, everything is an argument
+			break
+		}
+		positional = append(positional, left[0])
+		rest = left[1:]
+	}
+	if err := parseFlags(fs, e, nil); err != nil { // the environment twins
 		return parseExit(err), false
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return exitUsage, false
+	for _, a := range positional {
+		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
+			fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q (a positional argument is a target URL, http:// or https://)\n", fs.Name(), a)
+			return exitUsage, false
+		}
+		rf.urls = append(rf.urls, a)
 	}
 	return 0, true
 }
@@ -218,6 +449,35 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// profileCases reads --profile and returns the cases to run: the one named
+// by --case, the profile's only case, or (no --case, several cases) all of
+// them in order. No profile: nil. code >= 0 means stop with that code.
+func (rf *runFlags) profileCases(e env, cmd string) ([]*load.ProfileRef, int) {
+	if rf.profile == "" || rf.caseName != "" {
+		ref, _, code := rf.loadProfile(e, cmd)
+		if code >= 0 || ref == nil {
+			return nil, code
+		}
+		return []*load.ProfileRef{ref}, -1
+	}
+	b, err := os.ReadFile(rf.profile)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: profile: %v\n", cmd, err)
+		return nil, exitUsage
+	}
+	p, err := load.ParseProfile(b)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: %s: %v\n", cmd, rf.profile, err)
+		return nil, exitUsage
+	}
+	sum := sha256.Sum256(b)
+	var refs []*load.ProfileRef
+	for _, c := range p.Cases {
+		refs = append(refs, &load.ProfileRef{Path: rf.profile, SHA256: hex.EncodeToString(sum[:]), Case: c.Name, Profile: p})
+	}
+	return refs, -1
 }
 
 // loadProfile reads --profile; code >= 0 means stop with that exit code.
@@ -263,16 +523,22 @@ func (rf *runFlags) config() (load.Config, error) {
 	if rf.queueDepth < 0 {
 		return cfg, fmt.Errorf("--queue-depth must be >= 0")
 	}
-	if rf.p99Budget <= 0 || rf.timeout <= 0 || rf.maxLag <= 0 || rf.drainTimeout < 0 {
-		return cfg, fmt.Errorf("--p99-budget, --timeout and --max-lag must be > 0")
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--p99-budget", rf.p99Budget}, {"--timeout", rf.timeout}, {"--max-lag", rf.maxLag}} {
+		if d.v <= 0 {
+			return cfg, fmt.Errorf("%s must be > 0, got %v", d.flag, d.v)
+		}
 	}
-	if !(rf.maxCPU > 0) {
-		return cfg, fmt.Errorf("--max-cpu must be > 0")
+	if rf.drainTimeout < 0 {
+		return cfg, fmt.Errorf("--drain-timeout must be >= 0 (0: --timeout + 5s), got %v", rf.drainTimeout)
 	}
-	switch rf.live {
-	case "auto", "on", "off":
-	default:
-		return cfg, fmt.Errorf("--live must be auto, on or off")
+	if msg := rf.bounds(); msg != "" {
+		return cfg, errors.New(msg)
+	}
+	if !(rf.maxCPU > 0) || math.IsInf(rf.maxCPU, 0) {
+		return cfg, fmt.Errorf("--max-cpu must be > 0 and finite")
 	}
 	def := load.Target{Method: rf.method, Header: http.Header{}}
 	for _, h := range rf.headers {
@@ -289,14 +555,14 @@ func (rf *runFlags) config() (load.Config, error) {
 		def.Body = []byte(rf.body)
 	}
 	if rf.bodyFile != "" {
-		b, err := os.ReadFile(rf.bodyFile)
+		b, err := readBounded(rf.bodyFile, load.MaxBodyBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--body-file: %v", err)
 		}
 		def.Body = b
 	}
 	if rf.targetsFile != "" {
-		b, err := os.ReadFile(rf.targetsFile)
+		b, err := readBounded(rf.targetsFile, load.MaxTargetsFileBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--targets: %v", err)
 		}
@@ -330,6 +596,7 @@ func (rf *runFlags) config() (load.Config, error) {
 	cfg.Workers, cfg.QueueDepth, cfg.P99Budget = rf.workers, rf.queueDepth, rf.p99Budget
 	cfg.MaxLag, cfg.MaxCPU, cfg.Timeout, cfg.DrainTimeout = rf.maxLag, rf.maxCPU, rf.timeout, rf.drainTimeout
 	cfg.HTTP2, cfg.DisableKeepAlives, cfg.MetricsURL = rf.http2, rf.noKeepAlive, rf.metrics
+	cfg.Insecure = rf.insecure
 	return cfg, nil
 }
 
@@ -348,25 +615,28 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)
 		return exitUsage
 	}
-	if rf.live == "on" || (rf.live == "auto" && isTerminal(e.stderr)) {
+	if rf.live.on(isTerminal(e.stderr)) {
 		for i := range steps {
-			steps[i].Live = func(p load.Progress) { fmt.Fprintln(e.stderr, load.FormatProgress(p)) }
+			steps[i].Live = func(p load.Progress) { fmt.Fprintln(e.stderr, render.ProgressLine(p)) }
 		}
 	}
-	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: command, Profile: prof}
+	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: command, Profile: prof, SourceFiles: sourceFiles()}
 	r, err := load.Run(ctx, kind, meta, steps)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)
-		return exitUsage
+		if errors.Is(err, load.ErrConfig) || errors.Is(err, load.ErrBadShape) || errors.Is(err, load.ErrBadTarget) {
+			return exitUsage
+		}
+		return exitInternal
 	}
 	if err := load.WriteReport(out, r); err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: writing the report: %v\n", kind, err)
-		return exitFail
+		return exitInternal
 	}
 	if kind == "sweep" {
-		load.WriteCliffTable(e.stdout, r)
+		render.CliffTable(e.stdout, r)
 	} else {
-		load.WriteSummary(e.stdout, r)
+		render.Text(e.stdout, r)
 	}
 	fmt.Fprintf(e.stdout, "report: %s\n", out)
 	if r.Interrupted {

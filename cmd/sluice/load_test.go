@@ -89,7 +89,7 @@ func TestLoadBadInputExitsTwoWithoutReport(t *testing.T) {
 		{"unreachable metrics", []string{"load", "--url", srv.URL, "--rate", "10", "--metrics", "http://" + closedPort(t) + "/metrics"}, "cannot reach"},
 		{"missing profile", []string{"load", "--url", srv.URL, "--rate", "10", "--profile", filepath.Join(dir, "none.json")}, "profile"},
 		{"malformed profile", []string{"load", "--url", srv.URL, "--rate", "10", "--profile", badProfile}, "fractions"},
-		{"ambiguous case", []string{"load", "--url", srv.URL, "--rate", "10", "--profile", twoCases}, "--case"},
+		{"unknown case", []string{"load", "--url", srv.URL, "--rate", "10", "--profile", twoCases, "--case", "c"}, "no case"},
 		{"case without profile", []string{"load", "--url", srv.URL, "--rate", "10", "--case", "a"}, "--case needs --profile"},
 		{"bad targets file", []string{"load", "--targets", badTargets, "--rate", "10"}, "scheme"},
 		{"bad header", []string{"load", "--url", srv.URL, "--rate", "10", "--header", "nocolon"}, "header"},

@@ -18,10 +18,11 @@ import (
 
 // Exit codes shared by every subcommand.
 const (
-	exitOK      = 0
-	exitFail    = 1 // the job ran and failed (a FAIL verdict, a server error)
-	exitUsage   = 2 // bad flags, bad input files
-	exitInvalid = 3 // a measurement that cannot be trusted (driver-limited)
+	exitOK       = 0
+	exitFail     = 1 // the job ran and failed (a FAIL verdict, a server error)
+	exitUsage    = 2 // bad flags, bad input files
+	exitInvalid  = 3 // a measurement that cannot be trusted (driver-limited)
+	exitInternal = 4 // the tool itself failed (a report could not be written, an unexpected error)
 )
 
 // env carries what a subcommand may touch of the outside world, so tests
@@ -47,6 +48,7 @@ func commands() []command {
 		{"report", "summarise, render or merge saved reports", runReport},
 		{"plan", "capacity arithmetic: Little's law, drain time, queue size, retries, fleet", runPlan},
 		{"doctor", "diagnose a running server from its /metrics, /state and goroutines", runDoctor},
+		{"demo", "overload an in-process server four ways and compare: no gate, the bug, the fix, adaptive", runDemo},
 		{"version", "print the module version and VCS revision", runVersion},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/load"
+	"github.com/sluicehq/sluice/load/render"
 )
 
 // runReport prints a saved report, renders it (or two, overlaid) as HTML,
@@ -48,13 +49,12 @@ func runReport(ctx context.Context, e env, args []string) int {
 			fmt.Fprintln(e.stdout)
 		}
 		fmt.Fprintf(e.stdout, "== %s\n", fs.Arg(i))
-		load.WriteSummary(e.stdout, r)
+		render.Text(e.stdout, r)
 	}
 	if *html != "" {
-		page := load.RenderHTML(reports, fs.Args())
-		if err := load.WriteFileAtomic(*html, page); err != nil {
+		if err := render.WriteHTML(*html, reports, fs.Args()); err != nil {
 			fmt.Fprintf(e.stderr, "sluice report: %v\n", err)
-			return exitFail
+			return exitInternal
 		}
 		fmt.Fprintf(e.stdout, "html: %s\n", *html)
 	}
@@ -72,8 +72,17 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 		fmt.Fprintln(e.stderr, "usage: sluice report merge --out MERGED.json A.json B.json ...")
 		return exitUsage
 	}
+	path := *out
+	if path == "" {
+		path = load.DefaultReportName(time.Now())
+	}
+	if msg := mergeInputsDistinct(path, fs.Args()); msg != "" {
+		fmt.Fprintf(e.stderr, "sluice report merge: %s\n", msg)
+		return exitUsage
+	}
 	var reports []*load.Report
 	var sources []load.Source
+	hashes := map[string]string{}
 	for _, p := range fs.Args() {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -86,25 +95,53 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 			return exitUsage
 		}
 		sum := sha256.Sum256(b)
+		if prev, dup := hashes[string(sum[:])]; dup {
+			fmt.Fprintf(e.stderr, "sluice report merge: %s and %s have the same content: merging would count every request twice\n", prev, p)
+			return exitUsage
+		}
+		hashes[string(sum[:])] = p
 		reports = append(reports, r)
 		sources = append(sources, load.Source{File: filepath.Base(p), SHA256: hex.EncodeToString(sum[:]), Host: r.Host.Hostname, Started: r.Started})
 	}
-	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: append([]string{"sluice", "report", "merge"}, args...)}
+	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: append([]string{"sluice", "report", "merge"}, args...), SourceFiles: sourceFiles()}
 	m, err := load.Merge(meta, reports)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
 		return exitUsage
 	}
 	m.Sources = sources
-	path := *out
-	if path == "" {
-		path = load.DefaultReportName(time.Now())
-	}
 	if err := load.WriteReport(path, m); err != nil {
 		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
-		return exitFail
+		return exitInternal
 	}
-	load.WriteSummary(e.stdout, m)
+	render.Text(e.stdout, m)
 	fmt.Fprintf(e.stdout, "report: %s\n", path)
 	return exitOK
+}
+
+// mergeInputsDistinct refuses the same input file twice (by path or by
+// identity, so links and ./a vs a are caught) and an output that is one of
+// the inputs.
+func mergeInputsDistinct(out string, inputs []string) string {
+	stats := make([]os.FileInfo, len(inputs))
+	for i, p := range inputs {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err.Error()
+		}
+		stats[i] = st
+		for j := range i {
+			if os.SameFile(stats[j], st) {
+				return fmt.Sprintf("%s and %s are the same file: merging would count every request twice", inputs[j], p)
+			}
+		}
+	}
+	if st, err := os.Stat(out); err == nil {
+		for i, in := range stats {
+			if os.SameFile(in, st) {
+				return fmt.Sprintf("--out %s is the input %s: refusing to overwrite an input", out, inputs[i])
+			}
+		}
+	}
+	return ""
 }

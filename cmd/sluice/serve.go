@@ -8,8 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/connlimit"
@@ -59,20 +62,54 @@ func checkAddr(flagName, addr string) error {
 	return nil
 }
 
-func checkPositive(flagName string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("--%s %v: must be greater than zero", flagName, d)
+// checkDuration refuses a duration outside [lo, hi], naming the flag and
+// the accepted range: 1ns timeouts and thousand-hour drains are typos.
+func checkDuration(flagName string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return fmt.Errorf("--%s %v: want %v to %v", flagName, d, lo, hi)
 	}
 	return nil
 }
 
-// serveOptions are the frame's flags; the static handler brings its own.
+// isLoopback reports whether a listen address binds loopback only. An
+// empty host (all interfaces) and names other than localhost are not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Accepted ranges of the frame's flags.
+const (
+	minTimeout         = 100 * time.Millisecond
+	maxTimeout         = 24 * time.Hour
+	maxShutdownTimeout = time.Hour
+	maxDrainDelay      = 10 * time.Minute
+	maxMaxConns        = 1 << 20
+	maxMaxStreams      = 1 << 16
+	defaultDrainDelay  = 5 * time.Second
+)
+
+// serveOptions are the frame's flags; the static handler and the addons
+// bring their own.
 type serveOptions struct {
 	addr, adminAddr   string
 	maxConns          int
 	idleTimeout       time.Duration
 	readHeaderTimeout time.Duration
+	sendTimeout       time.Duration
+	bodyTimeout       time.Duration
 	shutdownTimeout   time.Duration
+	drainDelay        time.Duration
+	tlsCert, tlsKey   string
+	h2c               bool
+	maxStreams        int
 	log               logOptions
 	pprof             bool
 }
@@ -80,10 +117,20 @@ type serveOptions struct {
 func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "addr", server.DefaultAddr, "main listener `host:port`")
 	fs.StringVar(&o.adminAddr, "admin-addr", server.DefaultAdminAddr, "admin listener `host:port` for /healthz, /metrics and /state; keep it private")
-	fs.IntVar(&o.maxConns, "max-conns", 0, "most open connections on the main listener; beyond it a new connection gets a 503 and is closed (0: the file-descriptor limit minus a reserve)")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "most open connections on the main listener; beyond it a new connection gets a 503 and is closed.\n"+
+		"It protects file descriptors, not concurrency (--work-limit bounds the work): set it well above your\n"+
+		"clients' connection pools. 0: the file-descriptor limit minus a reserve; a value that does not fit\n"+
+		"the limit is refused, naming the largest that does")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", connlimit.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	fs.DurationVar(&o.readHeaderTimeout, "read-header-timeout", connlimit.DefaultReadHeaderTimeout, "close connections that take longer than this to send request headers (slowloris)")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, wait this long for admitted work before cutting it (0: do not wait)")
+	fs.DurationVar(&o.sendTimeout, "send-timeout", connlimit.DefaultSendTimeout, "close a connection whose client takes no bytes of a response for this long (renewed on every write)")
+	fs.DurationVar(&o.bodyTimeout, "body-timeout", connlimit.DefaultBodyTimeout, "close a connection whose declared request body does not progress for this long")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, wait this long for admitted work before cutting it (0: do not wait);\na second signal cuts it at once")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the main listener over TLS (1.2+, ALPN h2 and http/1.1) with this PEM certificate `file`;\nre-read when it changes (needs --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key `file` for --tls-cert; re-read when it changes")
+	fs.BoolVar(&o.h2c, "h2c", false, "also accept cleartext HTTP/2 with prior knowledge on the main listener (sidecars, gRPC behind a TLS terminator)")
+	fs.IntVar(&o.maxStreams, "max-concurrent-streams", 0, "most streams one HTTP/2 connection may have open at once, so one connection cannot take every slot\n(0: net/http's default, 100 or more)")
+	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "on SIGINT/SIGTERM, answer /healthz with 503 draining this long before the listener closes,\nso load balancers and readiness probes stop sending (0: close at once)")
 	o.log.register(fs)
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the admin listener (loopback only)")
 }
@@ -98,19 +145,43 @@ func (o *serveOptions) validate() error {
 	if o.addr == o.adminAddr && !strings.HasSuffix(o.addr, ":0") {
 		return fmt.Errorf("--addr and --admin-addr are both %q; the admin listener needs its own port", o.addr)
 	}
-	if o.maxConns < 0 {
-		return fmt.Errorf("--max-conns %d: must be 0 (derived) or more", o.maxConns)
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
 	}
-	if err := checkPositive("idle-timeout", o.idleTimeout); err != nil {
-		return err
+	if o.maxStreams < 0 || o.maxStreams > maxMaxStreams {
+		return fmt.Errorf("--max-concurrent-streams %d: want 0 (net/http's default) to %d", o.maxStreams, maxMaxStreams)
 	}
-	if err := checkPositive("read-header-timeout", o.readHeaderTimeout); err != nil {
-		return err
+	if o.maxConns < 0 || o.maxConns > maxMaxConns {
+		return fmt.Errorf("--max-conns %d: want 0 (derived from the file-descriptor limit) to %d", o.maxConns, maxMaxConns)
 	}
-	if o.shutdownTimeout < 0 {
-		return fmt.Errorf("--shutdown-timeout %v: must be 0 or more", o.shutdownTimeout)
+	for _, d := range []struct {
+		name   string
+		v      time.Duration
+		lo, hi time.Duration
+	}{
+		{"idle-timeout", o.idleTimeout, minTimeout, maxTimeout},
+		{"read-header-timeout", o.readHeaderTimeout, minTimeout, maxTimeout},
+		{"send-timeout", o.sendTimeout, minTimeout, maxTimeout},
+		{"body-timeout", o.bodyTimeout, minTimeout, maxTimeout},
+		{"shutdown-timeout", o.shutdownTimeout, 0, maxShutdownTimeout},
+		{"drain-delay", o.drainDelay, 0, maxDrainDelay},
+	} {
+		if err := checkDuration(d.name, d.v, d.lo, d.hi); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// connConfig is the main listener's connlimit.Config.
+func (o *serveOptions) connConfig() connlimit.Config {
+	return connlimit.Config{
+		MaxConns:          o.maxConns,
+		IdleTimeout:       o.idleTimeout,
+		ReadHeaderTimeout: o.readHeaderTimeout,
+		SendTimeout:       o.sendTimeout,
+		BodyTimeout:       o.bodyTimeout,
+	}
 }
 
 // shutdownTimeout maps the flag (0 = do not wait) to server.Config's
@@ -120,6 +191,38 @@ func (o *serveOptions) serverShutdownTimeout() time.Duration {
 		return -1
 	}
 	return o.shutdownTimeout
+}
+
+// minPlausiblePool is the smallest connection pool serve assumes a client
+// population keeps open: load tools and proxies commonly hold dozens of
+// keep-alive connections each.
+const minPlausiblePool = 64
+
+// plausiblePool is the number of connections below which --max-conns
+// starts refusing clients the gate would have served: four connections
+// per slot or queue place of the gate (cache hits, HEAD and 304 need a
+// connection but no slot, and keep-alive pools hold idle connections),
+// and at least minPlausiblePool. workers < 0 means no gate.
+func plausiblePool(workers int64) int64 {
+	if workers < 0 {
+		return minPlausiblePool
+	}
+	return max(minPlausiblePool, 4*workers)
+}
+
+// warn logs the configurations that work but are likely mistakes.
+func (o *serveOptions) warn(logger *slog.Logger, gateWork int64) {
+	if !isLoopback(o.adminAddr) {
+		logger.Warn("admin listener is not on loopback: /metrics and /state (internals) are reachable by anyone who can reach this address",
+			"admin_addr", o.adminAddr)
+	}
+	if o.maxConns > 0 {
+		if pool := plausiblePool(gateWork); int64(o.maxConns) < pool {
+			logger.Warn("--max-conns is below a plausible client pool: connections beyond it are refused before the gate sees them, "+
+				"cutting throughput below the gate's capacity; it protects file descriptors, not concurrency",
+				"max_conns", o.maxConns, "plausible_pool", pool)
+		}
+	}
 }
 
 func usageFor(fs *flag.FlagSet, synopsis string) {
@@ -164,6 +267,12 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
+	// Refuse a --max-conns that does not fit the descriptor limit before
+	// anything is built or bound.
+	if err := o.connConfig().Validate(); err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: --max-conns %d: %v\n", o.maxConns, err)
+		return exitUsage
+	}
 
 	// One GateMetrics is both the disk gate's Observer (wait and hold
 	// histograms) and its exporter on /metrics.
@@ -174,6 +283,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	defer cleanup()
+	o.warn(logger, static.gateWork())
 	// The static handler takes and releases its disk slot itself, right
 	// around the read, so it needs no per-request holder: Deadline only
 	// turns a Request-Timeout header into the request's deadline (so a
@@ -191,35 +301,65 @@ func runServe(ctx context.Context, e env, args []string) int {
 	defer quotas.close()
 
 	srv, err := server.Listen(ctx, server.Config{
-		Addr:        o.addr,
-		AdminAddr:   o.adminAddr,
-		Handler:     handler,
-		Gates:       gates,
-		GateMetrics: gm,
-		Collectors:  collectors,
-		Conn: connlimit.Config{
-			MaxConns:          o.maxConns,
-			IdleTimeout:       o.idleTimeout,
-			ReadHeaderTimeout: o.readHeaderTimeout,
-		},
-		ShutdownTimeout: o.serverShutdownTimeout(),
-		Logger:          logger,
-		Pprof:           o.pprof,
+		Addr:                 o.addr,
+		AdminAddr:            o.adminAddr,
+		Handler:              handler,
+		Gates:                gates,
+		GateMetrics:          gm,
+		Collectors:           collectors,
+		StateExtras:          quotas.states,
+		Conn:                 o.connConfig(),
+		ShutdownTimeout:      o.serverShutdownTimeout(),
+		DrainDelay:           o.drainDelay,
+		TLSCertFile:          o.tlsCert,
+		TLSKeyFile:           o.tlsKey,
+		H2C:                  o.h2c,
+		MaxConcurrentStreams: o.maxStreams,
+		Logger:               logger,
+		Pprof:                o.pprof,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) {
+		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
 			return exitUsage
 		}
 		return exitFail
 	}
-	return serveUntilDone(ctx, e, "serve", srv)
+	return serveUntilDone(ctx, e, "serve", srv, logger)
 }
 
 // serveUntilDone serves srv until ctx ends and maps the result to an
-// exit code: a clean shutdown is success, work cut short is a failure.
-func serveUntilDone(ctx context.Context, e env, name string, srv *server.Server) int {
-	if err := srv.Serve(ctx); err != nil {
+// exit code: a clean shutdown is success, work cut short (by the
+// shutdown timeout or a second SIGINT/SIGTERM) is a failure.
+//
+// The first signal ends ctx (see main); from then on a second one aborts
+// the drain at once. Its watcher subscribes only after ctx has ended, so
+// the first signal is not counted twice.
+func serveUntilDone(ctx context.Context, e env, name string, srv *server.Server, logger *slog.Logger) int {
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+		case <-stop:
+			return
+		}
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		logger.Info("draining; send SIGINT or SIGTERM again to stop at once")
+		select {
+		case sig := <-sigs:
+			logger.Warn("second signal: stopping at once", "signal", sig.String())
+			srv.Abort()
+		case <-stop:
+		}
+	}()
+	err := srv.Serve(ctx)
+	close(stop)
+	<-watched
+	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: %v\n", name, err)
 		return exitFail
 	}

@@ -210,6 +210,8 @@ type quotaOptions struct {
 	trusted   string
 
 	closers []func()
+	// states are the quotas' /state sections, filled by wrap.
+	states map[string]func() any
 }
 
 func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
@@ -299,12 +301,19 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 				return nil, nil, fmt.Errorf("--quota %s: %v", spec.name, err)
 			}
 			lim, sources = fq, append(sources, fq.Stats)
+			o.state("quota."+spec.name, func() any {
+				return struct {
+					quota.Stats
+					Fleet redisquota.State `json:"fleet"`
+				}{fq.Stats(), fq.State()}
+			})
 		} else {
 			lq, err := quota.New(quota.Config{Name: spec.name, Rate: spec.rate, Burst: spec.burst, MaxKeys: spec.maxKeys})
 			if err != nil {
 				return nil, nil, fmt.Errorf("--quota %s: %v", spec.name, err)
 			}
 			lim, sources = lq, append(sources, lq.Stats)
+			o.state("quota."+spec.name, func() any { return lq.Stats() })
 		}
 		key := httpgate.KeyClientIP(trusted)
 		if spec.keyHeader != "" {
@@ -322,6 +331,14 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 		logger.Info("quotas on", "quotas", o.quotas.String(), "fleet", client != nil, "mode", o.mode, "fail", o.fail)
 	}
 	return h, append(collectors, promsluice.NewQuotaMetrics(sources...)), nil
+}
+
+// state records a /state section.
+func (o *quotaOptions) state(name string, f func() any) {
+	if o.states == nil {
+		o.states = map[string]func() any{}
+	}
+	o.states[name] = f
 }
 
 // close releases what wrap opened (the Redis client).

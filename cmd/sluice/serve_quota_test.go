@@ -145,7 +145,7 @@ func TestServeQuota429(t *testing.T) {
 		return map[string]string{"SLUICE_QUOTA": "name=per-client,rate=1/s,burst=2,key=header:X-Api-Key"}[k]
 	}}
 	go func() {
-		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"})
+		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"})
 	}()
 	rec := logRecord(t, &out, "serving")
 	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
@@ -189,6 +189,21 @@ func TestServeQuota429(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	_, state := do("http://"+admin+"/state", "")
+	var st struct {
+		Extra map[string]struct {
+			Quota   string `json:"quota"`
+			Mode    string `json:"mode"`
+			Allowed uint64 `json:"allowed"`
+			Limited uint64 `json:"limited"`
+		} `json:"extra"`
+	}
+	if err := json.Unmarshal([]byte(state), &st); err != nil {
+		t.Fatalf("/state: %v\n%s", err, state)
+	}
+	if q := st.Extra["quota.per-client"]; q.Quota != "per-client" || q.Mode != "local" || q.Allowed != 3 || q.Limited != 1 {
+		t.Errorf("/state quota section %+v, want per-client local allowed 3 limited 1\n%s", q, state)
+	}
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, out.String())
@@ -211,7 +226,7 @@ func buildSluice(t *testing.T) string {
 // startServe starts a `sluice serve` process and returns its main and
 // admin addresses; it is killed when the test ends.
 func startServe(t *testing.T, bin string, args ...string) (addr, admin string) {
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_QUOTA=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -354,7 +369,7 @@ func TestServeQuotaRedisDownFailsOpen(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- runServe(ctx, env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}, []string{
-			"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+			"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0",
 			"--quota", "name=down,rate=0.4/s,burst=8,key=header:X-Api-Key",
 			"--quota-redis", "redis://" + dead + "/0", "--quota-instances", "4"})
 	}()

@@ -23,7 +23,7 @@ import (
 // where in static.Config a zero means "the default".
 type staticOptions struct {
 	root              string
-	workLimit         int64
+	workLimit         workLimit
 	maxWait           time.Duration
 	queue             int
 	cacheBytes        byteSize
@@ -41,14 +41,15 @@ func addStaticFlags(fs *flag.FlagSet) *staticOptions {
 		maxCachedFileSize: static.DefaultMaxCachedFileSize,
 	}
 	fs.StringVar(&o.root, "root", "", "directory to serve (default: the built-in demo site)")
-	fs.Int64Var(&o.workLimit, "work-limit", static.DefaultWorkLimit, "slots of the \"disk\" gate: disk reads (and gated streams) at once")
+	o.workLimit = static.DefaultWorkLimit
+	fs.Var(&o.workLimit, "work-limit", "slots of the \"disk\" gate: disk reads (and gated streams) at once; off: no gate at all (every read goes through)")
 	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the disk queue before 503 (0: the gate's default, 1s; needs --queue)")
 	fs.IntVar(&o.queue, "queue", 0, "disk reads that may wait for a slot (0: refuse at once when full)")
 	fs.Var(&o.cacheBytes, "cache-bytes", "bytes of file content kept in memory, e.g. 64MiB (0: no cache)")
 	fs.Var(&o.maxCachedFileSize, "max-cached-file-size", "largest file kept in memory; larger files stream (0: stream every file)")
 	fs.DurationVar(&o.revalidate, "revalidate", static.DefaultRevalidate, "how long a cached file is served before its size and mtime are checked again (0: every request)")
 	fs.BoolVar(&o.gateStreams, "gate-streams", true, "large-file streams hold a disk slot for their whole duration")
-	fs.StringVar(&o.gateScope, "gate-scope", "disk", "where the slot is taken: disk (before a disk read) or request (before the cache: the seed-000 bug, for demonstrations)")
+	fs.StringVar(&o.gateScope, "gate-scope", "disk", "where the slot is taken: disk (before a disk read) or request (before the cache: the request-scoped bug, for demonstrations)")
 	fs.BoolVar(&o.dotfiles, "dotfiles", false, "serve names starting with \".\" (hidden as 404 by default)")
 	return o
 }
@@ -56,20 +57,29 @@ func addStaticFlags(fs *flag.FlagSet) *staticOptions {
 // config validates the flags and turns them into a static.Config.
 func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
 	var errs []error
-	if o.workLimit < 1 || o.workLimit > admit.MaxCapacity {
-		errs = append(errs, fmt.Errorf("--work-limit %d: want 1..%d", o.workLimit, admit.MaxCapacity))
+	if o.workLimit != workLimitOff && (o.workLimit < 1 || o.workLimit > admit.MaxCapacity) {
+		errs = append(errs, fmt.Errorf("--work-limit %d: want 1 to %d, or off", o.workLimit, admit.MaxCapacity))
 	}
-	if o.queue < 0 {
-		errs = append(errs, fmt.Errorf("--queue %d: want 0 or more", o.queue))
+	if o.queue < 0 || o.queue > maxQueue {
+		errs = append(errs, fmt.Errorf("--queue %d: want 0 to %d", o.queue, maxQueue))
 	}
-	if o.maxWait < 0 {
-		errs = append(errs, fmt.Errorf("--max-wait %s: want 0 or more", o.maxWait))
+	if o.maxWait < 0 || o.maxWait > maxMaxWait {
+		errs = append(errs, fmt.Errorf("--max-wait %s: want 0 to %s", o.maxWait, maxMaxWait))
 	}
 	if o.maxWait > 0 && o.queue == 0 {
 		errs = append(errs, errors.New("--max-wait needs --queue: without a queue a full gate refuses at once"))
 	}
-	if o.revalidate < 0 {
-		errs = append(errs, fmt.Errorf("--revalidate %s: want 0 or more", o.revalidate))
+	if o.workLimit == workLimitOff && (o.queue > 0 || o.gateScope == "request") {
+		errs = append(errs, errors.New("--work-limit off has no gate: --queue and --gate-scope request need one"))
+	}
+	if o.revalidate < 0 || o.revalidate > maxRevalidate {
+		errs = append(errs, fmt.Errorf("--revalidate %s: want 0 to %s", o.revalidate, maxRevalidate))
+	}
+	if o.cacheBytes < 0 || o.cacheBytes > maxCacheBytes {
+		errs = append(errs, fmt.Errorf("--cache-bytes %d: want 0 to %d (1TiB)", o.cacheBytes, int64(maxCacheBytes)))
+	}
+	if o.maxCachedFileSize < 0 || o.maxCachedFileSize > maxCacheBytes {
+		errs = append(errs, fmt.Errorf("--max-cached-file-size %d: want 0 to %d (1TiB)", o.maxCachedFileSize, int64(maxCacheBytes)))
 	}
 	scope, err := static.ParseScope(o.gateScope)
 	if err != nil {
@@ -81,7 +91,7 @@ func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
 	cfg := static.Config{
 		Root:              o.root,
 		Dotfiles:          o.dotfiles,
-		WorkLimit:         o.workLimit,
+		WorkLimit:         int64(o.workLimit), // workLimitOff is -1: no gate
 		Queue:             o.queue,
 		MaxWait:           o.maxWait,
 		CacheBytes:        offIfZero(int64(o.cacheBytes)),
@@ -124,14 +134,64 @@ func (o *staticOptions) build(logger *slog.Logger, obs admit.Observer) (http.Han
 		if cfg.Root != "" {
 			what = cfg.Root
 		}
-		logger.Info("serving static files", "root", what, "work_limit", o.workLimit, "gate_scope", cfg.Scope.String(),
+		logger.Info("serving static files", "root", what, "work_limit", o.workLimit.String(), "gate_scope", cfg.Scope.String(),
 			"cache_bytes", int64(o.cacheBytes), "max_cached_file_size", int64(o.maxCachedFileSize), "gate_streams", o.gateStreams)
 	}
 	cache := promsluice.NewCacheMetrics(func() promsluice.CacheStats {
 		s := h.Stats()
 		return promsluice.CacheStats{Hits: s.Hits, Misses: s.Misses, Evictions: s.Evictions, Entries: s.Entries, Bytes: s.Bytes}
 	})
-	return h, []*admit.Gate{h.Gate()}, []prometheus.Collector{cache}, func() { h.Close() }, nil
+	var gates []*admit.Gate
+	if g := h.Gate(); g != nil {
+		gates = append(gates, g)
+	}
+	return h, gates, []prometheus.Collector{cache}, func() { h.Close() }, nil
+}
+
+// gateWork is the work the disk gate admits or queues at once, or -1
+// without a gate.
+func (o *staticOptions) gateWork() int64 {
+	if o.workLimit == workLimitOff {
+		return -1
+	}
+	return int64(o.workLimit) + int64(o.queue)
+}
+
+// Accepted ranges of the static flags.
+const (
+	maxQueue      = 1 << 20
+	maxMaxWait    = 10 * time.Minute
+	maxRevalidate = 24 * time.Hour
+	maxCacheBytes = byteSize(1 << 40)
+)
+
+// workLimit is the --work-limit flag: a number of slots, or "off" (no
+// gate), stored as workLimitOff.
+type workLimit int64
+
+const workLimitOff workLimit = -1
+
+func (w *workLimit) String() string {
+	if *w == workLimitOff {
+		return "off"
+	}
+	return strconv.FormatInt(int64(*w), 10)
+}
+
+func (w *workLimit) Set(s string) error {
+	if strings.EqualFold(strings.TrimSpace(s), "off") {
+		*w = workLimitOff
+		return nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("want a whole number of slots or off")
+	}
+	if n < 0 {
+		n = 0 // never confused with off; config refuses it
+	}
+	*w = workLimit(n)
+	return nil
 }
 
 // byteSize is a flag.Value for sizes: a whole number of bytes with an

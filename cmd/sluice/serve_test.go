@@ -103,7 +103,7 @@ func TestServeRunsAndShutsDown(t *testing.T) {
 		return map[string]string{"SLUICE_ADDR": "127.0.0.1:0", "SLUICE_LOG_FORMAT": "json"}[k]
 	}}
 	go func() {
-		done <- runServe(ctx, e, []string{"--admin-addr", "127.0.0.1:0", "--max-conns", "32", "--shutdown-timeout", "2s"})
+		done <- runServe(ctx, e, []string{"--admin-addr", "127.0.0.1:0", "--max-conns", "32", "--shutdown-timeout", "2s", "--drain-delay", "0"})
 	}()
 	rec := logRecord(t, &out, "serving")
 	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
@@ -166,7 +166,7 @@ func TestServePortInUseFails(t *testing.T) {
 	done := make(chan int, 1)
 	e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
 	go func() {
-		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"})
+		done <- runServe(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"})
 	}()
 	rec := logRecord(t, &out, "serving")
 	code, msg := runSubcommand(context.Background(), runServe, nil, "--addr", "127.0.0.1:0", "--admin-addr", fmt.Sprint(rec["admin_addr"]))

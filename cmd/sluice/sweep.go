@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/load"
 )
 
-// defaultLadder is the cliff test's ladder of concurrencies (seed 000).
+// defaultLadder is the cliff test's ladder of concurrencies: a gate that
+// counts requests instead of the scarce resource refuses past 16.
 const defaultLadder = "16,24,32,48,64,100,200"
 
 // runSweep runs a ladder of concurrencies (closed loop) or rates (open loop),
@@ -18,7 +19,7 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: sluice sweep --url URL [--concurrencies 16,24,...|--rates R1,R2,...] [flags]")
+		fmt.Fprintln(e.stderr, "usage: sluice sweep [--url] URL [--concurrencies 16,24,...|--rates R1,R2,...] [flags]")
 		fs.PrintDefaults()
 	}
 	rf := addRunFlags(fs)
@@ -26,7 +27,7 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	rates := fs.String("rates", "", "open-loop ladder of rates (replaces --concurrencies)")
 	stepDur := fs.Duration("step-duration", 5*time.Second, "length of each window of each step")
 	windows := fs.Int("windows", 1, "windows per step")
-	if code, ok := parseArgs(fs, e, args); !ok {
+	if code, ok := parseArgs(fs, e, rf, args); !ok {
 		return code
 	}
 	set := setFlags(fs)
@@ -47,6 +48,13 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	if *rates != "" && set["concurrencies"] {
 		return usageErr("--rates and --concurrencies are exclusive")
 	}
+	if msg := firstBound(
+		boundDur("--step-duration", *stepDur, load.MaxWindowDuration),
+		boundInt("--windows", *windows, load.MaxWindows),
+		rf.bounds(),
+	); msg != "" {
+		return usageErr("%s", msg)
+	}
 	base, err := rf.config()
 	if err != nil {
 		return usageErr("%v", err)
@@ -57,6 +65,9 @@ func runSweep(ctx context.Context, e env, args []string) int {
 		rs, err := parseFloats(*rates)
 		if err != nil {
 			return usageErr("--rates: %v", err)
+		}
+		if msg := boundRates("--rates", rs); msg != "" {
+			return usageErr("%s", msg)
 		}
 		for _, r := range rs {
 			c := base
@@ -69,6 +80,14 @@ func runSweep(ctx context.Context, e env, args []string) int {
 		cs, err := parseInts(*concs)
 		if err != nil {
 			return usageErr("--concurrencies: %v", err)
+		}
+		if len(cs) > load.MaxSegments {
+			return usageErr("--concurrencies has %d rungs, over the bound: at most %d", len(cs), load.MaxSegments)
+		}
+		for _, n := range cs {
+			if msg := boundInt("--concurrencies", n, load.MaxWorkers); msg != "" {
+				return usageErr("%s", msg)
+			}
 		}
 		for _, n := range cs {
 			c := base

@@ -47,7 +47,7 @@ func main() {
 	rate := flag.Int("rate", 20000, "requests per second")
 	dur := flag.Duration("duration", 10*time.Second, "length of each run")
 	rounds := flag.Int("rounds", 3, "rounds (the order alternates)")
-	workers := flag.Int("workers", 64, "worker pool of both drivers (sluice --workers, vegeta -workers and -max-workers)")
+	workers := flag.Int("workers", 0, "pin both drivers' worker pools (sluice --workers, vegeta -workers and -max-workers); 0: each driver's defaults")
 	flag.Parse()
 	if *sluiceBin == "" || *vegetaBin == "" {
 		fmt.Fprintln(os.Stderr, "compare: -sluice and -vegeta are required")
@@ -106,8 +106,11 @@ func cpuOf(c *exec.Cmd) time.Duration {
 
 func runSluice(bin, tmp, url string, rate int, dur time.Duration, workers int) result {
 	out := filepath.Join(tmp, "sluice.json")
-	c := exec.Command(bin, "load", "--url", url, "--rate", strconv.Itoa(rate), "--duration", dur.String(),
-		"--workers", strconv.Itoa(workers), "--live", "off", "--out", out)
+	args := []string{"load", "--url", url, "--rate", strconv.Itoa(rate), "--duration", dur.String(), "--live", "off", "--out", out}
+	if workers > 0 {
+		args = append(args, "--workers", strconv.Itoa(workers))
+	}
+	c := exec.Command(bin, args...)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	start := time.Now()
@@ -126,10 +129,13 @@ func runSluice(bin, tmp, url string, rate int, dur time.Duration, workers int) r
 
 func runVegeta(bin, tmp, url string, rate int, dur time.Duration, workers int) result {
 	bin1 := filepath.Join(tmp, "vegeta.bin")
-	// The same fixed pool as sluice: left alone, vegeta grows its workers
-	// (and connections) without bound when the server slows down.
-	c := exec.Command(bin, "attack", "-rate", fmt.Sprintf("%d/1s", rate), "-duration", dur.String(), "-keepalive=true",
-		"-workers", strconv.Itoa(workers), "-max-workers", strconv.Itoa(workers), "-output", bin1)
+	args := []string{"attack", "-rate", fmt.Sprintf("%d/1s", rate), "-duration", dur.String(), "-output", bin1}
+	if workers > 0 {
+		// Pinned to sluice's fixed pool; left alone, vegeta grows its
+		// workers (and connections) when the server slows down.
+		args = append(args, "-workers", strconv.Itoa(workers), "-max-workers", strconv.Itoa(workers))
+	}
+	c := exec.Command(bin, args...)
 	c.Stdin = strings.NewReader("GET " + url + "\n")
 	var stderr bytes.Buffer
 	c.Stderr = &stderr

@@ -1,0 +1,311 @@
+package load
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config describes one step of load. The zero value is not runnable: it
+// needs Targets and either a Shape (open loop) or Concurrency (closed loop).
+// Every other zero field means the documented default.
+type Config struct {
+	// Targets are the requests to send; Pick chooses among them (zero:
+	// RoundRobin).
+	Targets []Target
+	Pick    Pick
+
+	// Shape is the open-loop timetable of each window. Ignored when
+	// Concurrency > 0.
+	Shape Shape
+	// Concurrency > 0 selects a closed loop: that many workers, each sending
+	// its next request when the previous one is answered.
+	Concurrency int
+	// Duration is the length of a closed-loop window (zero: 10 s). Open-loop
+	// windows last Shape.Duration().
+	Duration time.Duration
+	// Windows is the number of windows (zero: 1), each judged on its own and
+	// separated by a drain: the next window starts only when every request of
+	// the previous one has finished.
+	Windows int
+
+	// Workers is the open-loop pool size (zero: 64). QueueDepth bounds the
+	// arrival queue in front of the pool (zero: max(Workers,
+	// mean rate × P99Budget)); an arrival that finds it full is dropped.
+	Workers    int
+	QueueDepth int
+	// P99Budget is the response-time budget (zero: 500 ms). It sizes the
+	// default queue and tells driver drops from server slowness.
+	P99Budget time.Duration
+	// MaxLag is the schedule-lag p99 above which a window is driver-limited
+	// (zero: 10 ms).
+	MaxLag time.Duration
+	// MaxCPU is the driver CPU use, as a fraction of GOMAXPROCS, at or above
+	// which a window is driver-limited (zero: 0.95; above 1: never).
+	MaxCPU float64
+
+	// Timeout bounds connecting and waiting for response headers (zero:
+	// 10 s). DrainTimeout bounds the wait for a window's last requests
+	// (zero: Timeout + 5 s); past it, the run is aborted and what is still
+	// in flight counts as unfinished.
+	Timeout      time.Duration
+	DrainTimeout time.Duration
+
+	// HTTP2 speaks HTTP/2 only (h2c on http:// URLs). DisableKeepAlives
+	// opens a connection per request.
+	HTTP2             bool
+	DisableKeepAlives bool
+
+	// Insecure accepts any TLS certificate the target presents, for a
+	// test bench with a self-signed certificate. It does not apply to the
+	// custom Transport, which carries its own TLS settings.
+	Insecure bool
+
+	// MetricsURL, when set, is scraped (Prometheus text) before and after
+	// each window to attribute refusals to admission rejections.
+	MetricsURL string
+
+	// Label names the step in reports (zero: derived from the load).
+	Label string
+	// Live, when set, is called about once a second with the running
+	// window's progress, from a goroutine of its own.
+	Live func(Progress)
+	// Transport replaces the HTTP transport (tests, custom TLS). Nil builds
+	// one from the fields above.
+	Transport http.RoundTripper
+	// Logger receives a debug record per window and a warning when a step
+	// is aborted; nil is silent.
+	Logger *slog.Logger
+
+	// coarseSleep makes the pacer use Go timers only (tests under
+	// testing/synctest, where time is virtual).
+	coarseSleep bool
+	// fineSleep, when set, replaces the pacer's nanosleep (tests count it).
+	fineSleep func(time.Duration)
+}
+
+// Progress is the live view of the running window.
+type Progress struct {
+	Step, Window int
+	Elapsed      time.Duration
+	Sent, OK     int64
+	Refused      int64
+	Dropped      int64
+	Errors       int64
+	Rate         float64 // sent per second over the last interval
+	P99          time.Duration
+}
+
+// End says how a step ended.
+type End string
+
+const (
+	EndDone        End = ""
+	EndInterrupted End = "interrupted"
+	EndAborted     End = "aborted"
+)
+
+// ErrConfig reports a Config that cannot run.
+var ErrConfig = errors.New("load: bad config")
+
+func (c *Config) withDefaults() (Config, error) {
+	d := *c
+	if len(d.Targets) == 0 {
+		return d, fmt.Errorf("%w: no targets", ErrConfig)
+	}
+	for i := range d.Targets {
+		t, err := CheckTarget(d.Targets[i])
+		if err != nil {
+			return d, err
+		}
+		d.Targets[i] = t
+	}
+	if d.Pick == "" {
+		d.Pick = RoundRobin
+	}
+	if d.Pick != RoundRobin && d.Pick != Weighted {
+		return d, fmt.Errorf("%w: pick %q (want round-robin or weighted)", ErrConfig, d.Pick)
+	}
+	if d.Concurrency < 0 || d.Workers < 0 || d.QueueDepth < 0 || d.Windows < 0 ||
+		d.Duration < 0 || d.P99Budget < 0 || d.MaxLag < 0 || d.MaxCPU < 0 || d.Timeout < 0 || d.DrainTimeout < 0 {
+		return d, fmt.Errorf("%w: negative setting", ErrConfig)
+	}
+	if d.Concurrency == 0 && d.Shape.Count() == 0 {
+		return d, fmt.Errorf("%w: neither a rate nor a concurrency", ErrConfig)
+	}
+	if err := d.checkBounds(); err != nil {
+		return d, err
+	}
+	if d.Windows == 0 {
+		d.Windows = 1
+	}
+	if d.Duration == 0 {
+		d.Duration = 10 * time.Second
+	}
+	if d.Concurrency == 0 {
+		d.Duration = d.Shape.Duration()
+	}
+	if d.Workers == 0 {
+		d.Workers = 64
+	}
+	if d.Concurrency > 0 {
+		d.Workers = d.Concurrency
+	}
+	if d.P99Budget == 0 {
+		d.P99Budget = 500 * time.Millisecond
+	}
+	if d.MaxCPU == 0 {
+		d.MaxCPU = 0.95
+	}
+	if d.MaxLag == 0 {
+		d.MaxLag = 10 * time.Millisecond
+	}
+	if d.Timeout == 0 {
+		d.Timeout = 10 * time.Second
+	}
+	if d.DrainTimeout == 0 {
+		d.DrainTimeout = d.Timeout + 5*time.Second
+	}
+	if d.Concurrency == 0 && d.QueueDepth == 0 {
+		d.QueueDepth = DefaultQueueDepth(d.Workers, d.Shape.MeanRate(), d.P99Budget)
+		if d.QueueDepth > MaxQueueDepth {
+			return d, fmt.Errorf("%w: default queue depth rate × p99 budget = %d is over the bound; it is at most %d (set QueueDepth or a smaller P99Budget)", ErrConfig, d.QueueDepth, MaxQueueDepth)
+		}
+	}
+	return d, nil
+}
+
+// checkBounds refuses sizes past the limits in limits.go, before anything
+// is allocated for them.
+func (d *Config) checkBounds() error {
+	over := func(what string, got, max any) error {
+		return fmt.Errorf("%w: %s %v is over the bound: at most %v", ErrConfig, what, got, max)
+	}
+	switch {
+	case d.Concurrency > MaxWorkers:
+		return over("concurrency", d.Concurrency, MaxWorkers)
+	case d.Workers > MaxWorkers:
+		return over("workers", d.Workers, MaxWorkers)
+	case d.QueueDepth > MaxQueueDepth:
+		return over("queue depth", d.QueueDepth, MaxQueueDepth)
+	case d.P99Budget > MaxP99Budget:
+		return over("p99 budget", d.P99Budget, MaxP99Budget)
+	case d.Windows > MaxWindows:
+		return over("windows", d.Windows, MaxWindows)
+	case d.Duration > MaxWindowDuration:
+		return over("duration", d.Duration, MaxWindowDuration)
+	case d.Shape.Duration() > MaxWindowDuration:
+		return over("shape duration", d.Shape.Duration(), MaxWindowDuration)
+	}
+	dur := max(d.Duration, d.Shape.Duration())
+	if d.Concurrency > 0 && d.Duration == 0 {
+		dur = 10 * time.Second
+	}
+	if total := dur * time.Duration(max(d.Windows, 1)); total > MaxRunDuration {
+		return over("windows × duration", total, MaxRunDuration)
+	}
+	for _, t := range d.Targets {
+		if len(t.Body) > MaxBodyBytes {
+			return over("body bytes", len(t.Body), MaxBodyBytes)
+		}
+	}
+	return nil
+}
+
+// DefaultQueueDepth is max(workers, rate × p99 budget): the arrivals that can
+// wait without, by Little's law, pushing the wait past the budget.
+func DefaultQueueDepth(workers int, rate float64, budget time.Duration) int {
+	n := int(rate * budget.Seconds())
+	return max(workers, n)
+}
+
+func (c Config) transport() (http.RoundTripper, func()) {
+	if c.Transport != nil {
+		return c.Transport, func() {}
+	}
+	d := &net.Dialer{Timeout: c.Timeout, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   c.Workers,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   c.Timeout,
+		ResponseHeaderTimeout: c.Timeout,
+		DisableKeepAlives:     c.DisableKeepAlives,
+		DisableCompression:    true,
+	}
+	if c.Insecure {
+		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // asked for with --insecure
+
+	}
+	if c.HTTP2 {
+		p := new(http.Protocols)
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = p
+		t.ForceAttemptHTTP2 = true
+	}
+	return t, t.CloseIdleConnections
+}
+
+func (c Config) stepHeader() Step {
+	st := Step{Workers: c.Workers, Label: c.Label}
+	if c.Concurrency > 0 {
+		st.Mode = "closed"
+		st.Concurrency = c.Concurrency
+		if st.Label == "" {
+			st.Label = "c=" + strconv.Itoa(c.Concurrency)
+		}
+	} else {
+		st.Mode = "open"
+		st.QueueDepth = c.QueueDepth
+		segs := c.Shape.segs
+		st.Rate = segs[0].From
+		if len(segs) == 1 && segs[0].To != segs[0].From {
+			st.RampTo = segs[0].To
+		}
+		if len(segs) > 1 {
+			for _, g := range segs {
+				st.StepRates = append(st.StepRates, g.From)
+			}
+		}
+		if st.Label == "" {
+			st.Label = "rate=" + strconv.FormatFloat(st.Rate, 'f', -1, 64)
+			if st.RampTo > 0 {
+				st.Label += ".." + strconv.FormatFloat(st.RampTo, 'f', -1, 64)
+			}
+			if len(st.StepRates) > 0 {
+				rs := make([]string, len(st.StepRates))
+				for i, r := range st.StepRates {
+					rs[i] = strconv.FormatFloat(r, 'f', -1, 64)
+				}
+				st.Label = "steps=" + strings.Join(rs, ",")
+			}
+		}
+	}
+	s := Settings{
+		Pick: string(c.Pick), HTTP2: c.HTTP2, KeepAlive: !c.DisableKeepAlives,
+		DurationS: c.Duration.Seconds(), Windows: c.Windows, TimeoutS: c.Timeout.Seconds(),
+		DrainTimeoutS: c.DrainTimeout.Seconds(), P99BudgetMS: float64(c.P99Budget) / 1e6,
+		MaxLagMS: float64(c.MaxLag) / 1e6, MaxCPU: c.MaxCPU, MetricsURL: c.MetricsURL,
+	}
+	for _, t := range c.Targets {
+		ti := TargetInfo{Method: t.Method, URL: t.URL, Headers: t.Header, BodyBytes: len(t.Body), Weight: t.Weight}
+		if len(t.Body) > 0 {
+			sum := sha256.Sum256(t.Body)
+			ti.BodySHA256 = hex.EncodeToString(sum[:])
+		}
+		s.Targets = append(s.Targets, ti)
+	}
+	st.Settings = s
+	return st
+}

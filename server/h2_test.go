@@ -1,0 +1,223 @@
+package server_test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/server"
+)
+
+// h2cTransport speaks cleartext HTTP/2 with prior knowledge. With strict
+// set it keeps to one connection and honours the server's stream limit
+// instead of opening more connections.
+func h2cTransport(strict bool) *http.Transport {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{Protocols: p, HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: strict}}
+}
+
+// TestH2CServesPriorKnowledge: with H2C the main listener speaks
+// cleartext HTTP/2 to a client with prior knowledge, and HTTP/1.1 still.
+func TestH2CServesPriorKnowledge(t *testing.T) {
+	f := start(t, admit.Config{Capacity: 4}, func(c *server.Config) { c.H2C = true })
+	tr := h2cTransport(false)
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(f.base + "/cheap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Proto != "HTTP/2.0" || string(b) != "cheap" {
+		t.Errorf("h2c: %s %q", resp.Proto, b)
+	}
+	if r := f.mustGet(t, f.base+"/cheap"); r.status != 200 {
+		t.Errorf("HTTP/1.1 beside h2c: %d", r.status)
+	}
+}
+
+// TestStreamBoundKeepsOneConnectionFromTakingEverySlot: one HTTP/2
+// connection may have MaxConcurrentStreams streams open; with two of a
+// gate's four slots it cannot take the others, which a second
+// connection gets.
+func TestStreamBoundKeepsOneConnectionFromTakingEverySlot(t *testing.T) {
+	f := start(t, admit.Config{Capacity: 4}, func(c *server.Config) {
+		c.H2C = true
+		c.MaxConcurrentStreams = 2
+	})
+	first := h2cTransport(true)
+	defer first.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if resp, err := (&http.Client{Transport: first}).Get(f.base + "/work"); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	for range 2 {
+		<-f.entered
+	}
+	time.Sleep(100 * time.Millisecond) // the other two would enter now if they could
+	if in := f.gate.Stats().Inflight; in != 2 {
+		t.Errorf("one connection holds %d slots, want 2 (its stream limit)", in)
+	}
+	second := h2cTransport(true)
+	defer second.CloseIdleConnections()
+	for range 2 {
+		wg.Go(func() {
+			if resp, err := (&http.Client{Transport: second}).Get(f.base + "/work"); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	for range 2 {
+		<-f.entered
+	}
+	if in := f.gate.Stats().Inflight; in != 4 {
+		t.Errorf("two connections hold %d slots, want 4", in)
+	}
+	close(f.finish)
+	wg.Wait()
+	if st := f.gate.Stats(); st.Completed[admit.OutcomeOK] != 6 || st.Rejected.Total() != 0 {
+		t.Errorf("completed %v rejected %v; want all six served", st.Completed, st.Rejected)
+	}
+}
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+}
+
+// TestRapidResetHoldsNoSlots opens and resets 10,000 streams on one
+// HTTP/2 connection (HEADERS then RST_STREAM, CVE-2023-44487) against a
+// gated handler: afterwards no slot is held or queued, the gate's books
+// balance, and a reset stream cost no more CPU (client and server, one
+// process) than a refused request.
+func TestRapidResetHoldsNoSlots(t *testing.T) {
+	const streams = 10_000
+	f := start(t, admit.Config{Capacity: 4}, func(c *server.Config) { c.H2C = true })
+	addr := strings.TrimPrefix(f.base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	var wmu sync.Mutex
+	fr := http2.NewFramer(conn, conn)
+	wmu.Lock()
+	_ = fr.WriteSettings()
+	wmu.Unlock()
+	readDone := make(chan struct{})
+	var goaway *http2.ErrCode
+	go func() {
+		defer close(readDone)
+		for {
+			frame, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch fm := frame.(type) {
+			case *http2.SettingsFrame:
+				if !fm.IsAck() {
+					wmu.Lock()
+					_ = fr.WriteSettingsAck()
+					wmu.Unlock()
+				}
+			case *http2.GoAwayFrame:
+				code := fm.ErrCode
+				goaway = &code
+			}
+		}
+	}()
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	start := cpuNow()
+	sent := 0
+	for i := range streams {
+		id := uint32(2*i + 1)
+		hbuf.Reset()
+		for _, hf := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+			{Name: ":authority", Value: addr}, {Name: ":path", Value: "/work"}} {
+			_ = enc.WriteField(hf)
+		}
+		wmu.Lock()
+		err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+		if err == nil {
+			err = fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		}
+		wmu.Unlock()
+		if err != nil {
+			break // the server may end an abusive connection
+		}
+		sent++
+	}
+	eventually(t, "the gate to settle after the resets", func() bool {
+		s := f.gate.Stats()
+		return s.Inflight == 0 && s.Waiting == 0 && s.Admitted == s.Completed.Total() && s.Offered == s.Admitted+s.Rejected.Total()
+	})
+	resetCPU := (cpuNow() - start) / time.Duration(max(sent, 1))
+	conn.Close()
+	<-readDone
+	s := f.gate.Stats()
+	t.Logf("%d streams opened and reset (GOAWAY: %v): gate offered %d, admitted %d, completed %v, rejected %v",
+		sent, goaway, s.Offered, s.Admitted, s.Completed, s.Rejected)
+	if sent < streams && goaway == nil {
+		t.Errorf("only %d of %d streams sent, and no GOAWAY", sent, streams)
+	}
+	if s.Completed[admit.OutcomeOK] != 0 {
+		t.Errorf("%d reset streams completed ok", s.Completed[admit.OutcomeOK])
+	}
+
+	// The same number of requests refused by a full gate, for comparison.
+	var release [4]admit.Permit
+	for i := range release {
+		if release[i], err = f.gate.TryAcquire(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := h2cTransport(false)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	const refused = 2000
+	start = cpuNow()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < refused; i += 4 {
+				resp, err := client.Get(f.base + "/work")
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	refusedCPU := (cpuNow() - start) / refused
+	for i := range release {
+		release[i].Done(admit.OutcomeOK)
+	}
+	if n := f.gate.Stats().Rejected[admit.ReasonFull]; n < refused {
+		t.Errorf("only %d requests refused full, want %d", n, refused)
+	}
+	t.Logf("CPU per reset stream %v, per refused HTTP/2 request %v (ratio %.2f)", resetCPU, refusedCPU, float64(resetCPU)/float64(refusedCPU))
+	if resetCPU > 3*refusedCPU {
+		t.Errorf("a reset stream cost %v of CPU, over three times a refused request's %v", resetCPU, refusedCPU)
+	}
+}
