@@ -36,8 +36,10 @@
 // it, and the slot is free as soon as the proxy notices. Three timeouts keep
 // hostile peers from holding slots: HeaderTimeout (an upstream that never
 // answers), BodyTimeout (a client that declares a body and never sends it)
-// and SendTimeout (a client that never reads; pushed forward on every write
-// so a slow but steady download is not cut).
+// and SendTimeout (a client that never reads; pushed forward as the answer
+// is written so a slow but steady download is not cut). `sluice proxy`
+// turns the last two off because its listener (connlimit) enforces the
+// same per connection; a library user without connlimit keeps them.
 //
 // Every refusal is the sluice contract: 503 or 429, Retry-After, and
 // {"error":"BUSY"|"RATE_LIMITED","gate":...,"reason":...}. Refusals made by

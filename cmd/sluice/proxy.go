@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"strings"
@@ -72,8 +68,6 @@ type proxyOptions struct {
 	retries       int
 	breaker       bool
 	headerTimeout time.Duration
-	bodyTimeout   time.Duration
-	sendTimeout   time.Duration
 	ejectAfter    int
 	ejectFor      time.Duration
 	staleIfError  time.Duration
@@ -92,8 +86,6 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.retries, "retries", 3, "most attempts per idempotent request, within a 10% retry budget (1: no retries)")
 	fs.BoolVar(&o.breaker, "breaker", true, "a circuit breaker in front of the upstream (503 breaker_open while open)")
 	fs.DurationVar(&o.headerTimeout, "upstream-timeout", proxy.DefaultHeaderTimeout, "longest wait for the upstream's response headers, per attempt")
-	fs.DurationVar(&o.bodyTimeout, "body-timeout", proxy.DefaultBodyTimeout, "longest time a client may take to send its request body")
-	fs.DurationVar(&o.sendTimeout, "send-timeout", proxy.DefaultSendTimeout, "longest a write to a client may block (a reader that stalls is cut off)")
 	fs.IntVar(&o.ejectAfter, "eject-after", proxy.DefaultEjectAfter, "consecutive failures (no connection, 502, 504) that eject an upstream instance (0: never)")
 	fs.DurationVar(&o.ejectFor, "eject-for", proxy.DefaultEjectFor, "how long an ejected instance gets no traffic")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
@@ -118,7 +110,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	if o.retries < 1 {
 		errs = append(errs, fmt.Errorf("--retries %d: want 1 (no retries) or more", o.retries))
 	}
-	for name, d := range map[string]time.Duration{"upstream-timeout": o.headerTimeout, "body-timeout": o.bodyTimeout, "send-timeout": o.sendTimeout, "eject-for": o.ejectFor} {
+	for name, d := range map[string]time.Duration{"upstream-timeout": o.headerTimeout, "eject-for": o.ejectFor} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %v: must be greater than zero", name, d))
 		}
@@ -145,12 +137,15 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		MaxAttempts:   o.retries,
 		NoBreaker:     !o.breaker,
 		HeaderTimeout: o.headerTimeout,
-		BodyTimeout:   o.bodyTimeout,
-		SendTimeout:   o.sendTimeout,
-		EjectAfter:    o.ejectAfter,
-		EjectFor:      o.ejectFor,
-		StaleIfError:  o.staleIfError,
-		Logger:        logger,
+		// The frame's connections enforce --send-timeout and
+		// --body-timeout (connlimit), so the proxy's own per-request
+		// deadlines are off.
+		BodyTimeout:  -1,
+		SendTimeout:  -1,
+		EjectAfter:   o.ejectAfter,
+		EjectFor:     o.ejectFor,
+		StaleIfError: o.staleIfError,
+		Logger:       logger,
 	}
 	if o.ejectAfter == 0 {
 		cfg.EjectAfter = -1
@@ -207,6 +202,11 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err != nil {
 		return fail(exitUsage, err)
 	}
+	// Refuse a --max-conns that does not fit the descriptor limit before
+	// anything is built or bound.
+	if err := so.connConfig().Validate(); err != nil {
+		return fail(exitUsage, fmt.Errorf("--max-conns %d: %v", so.maxConns, err))
+	}
 	gm := promsluice.NewGateMetrics()
 	cfg.Observer = gm
 	p, err := proxy.New(cfg)
@@ -214,84 +214,44 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		return fail(exitUsage, err)
 	}
 	defer p.Close()
+	so.warn(logger, po.maxInflight)
 	collectors := proxyCollectors(p)
 	handler, collectors, err := quotas.wrap(logger, p, collectors) // --quota: 429 before any route
 	if err != nil {
 		return fail(exitUsage, err)
 	}
 	defer quotas.close()
-
-	// The frame's own admin listener moves to a private loopback port;
-	// the admin address serves /state with the proxy's part added and
-	// passes everything else (/healthz, /metrics, pprof) through.
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fail(exitFail, err)
-	}
-	adminLn, err := net.Listen("tcp", so.adminAddr)
-	if err != nil {
-		inner.Close()
-		return fail(exitFail, fmt.Errorf("admin listener: %v", err))
+	extras := map[string]func() any{"proxy": func() any { return p.State() }}
+	for name, f := range quotas.states {
+		extras[name] = f
 	}
 	srv, err := server.Listen(ctx, server.Config{
-		Addr:          so.addr,
-		AdminListener: inner,
-		Handler:       handler,
-		Gates:         p.Gates(),
-		GateMetrics:   gm,
-		Collectors:    collectors,
-		Conn: connlimit.Config{
-			MaxConns:          so.maxConns,
-			IdleTimeout:       so.idleTimeout,
-			ReadHeaderTimeout: so.readHeaderTimeout,
-		},
-		ShutdownTimeout: so.serverShutdownTimeout(),
-		Logger:          logger,
-		Pprof:           so.pprof,
+		Addr:                 so.addr,
+		AdminAddr:            so.adminAddr,
+		Handler:              handler,
+		Gates:                p.Gates(),
+		GateMetrics:          gm,
+		Collectors:           collectors,
+		StateExtras:          extras,
+		Conn:                 so.connConfig(),
+		ShutdownTimeout:      so.serverShutdownTimeout(),
+		DrainDelay:           so.drainDelay,
+		TLSCertFile:          so.tlsCert,
+		TLSKeyFile:           so.tlsKey,
+		H2C:                  so.h2c,
+		MaxConcurrentStreams: so.maxStreams,
+		Logger:               logger,
+		Pprof:                so.pprof,
 	})
 	if err != nil {
-		adminLn.Close()
-		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) {
+		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
 			return fail(exitUsage, err)
 		}
 		return fail(exitFail, err)
 	}
-	admin := &http.Server{Handler: proxyAdmin(srv, p), ReadHeaderTimeout: 5 * time.Second}
-	adminDone := make(chan struct{})
-	go func() {
-		defer close(adminDone)
-		_ = admin.Serve(adminLn)
-	}()
-	if logger != nil {
-		logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", adminLn.Addr().String(),
-			"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes))
-	}
-	code := serveUntilDone(ctx, e, "proxy", srv)
-	shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = admin.Shutdown(shutCtx)
-	<-adminDone
-	return code
-}
-
-// proxyAdmin serves /state (the frame's state plus the proxy's) and
-// passes every other path to the frame's admin handler.
-func proxyAdmin(srv *server.Server, p *proxy.Proxy) http.Handler {
-	target := &url.URL{Scheme: "http", Host: srv.AdminAddr().String()}
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(struct {
-			server.State
-			Proxy proxy.State `json:"proxy"`
-		}{srv.State(), p.State()})
-	})
-	mux.Handle("/", rp)
-	return mux
+	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(),
+		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes))
+	return serveUntilDone(ctx, e, "proxy", srv, logger)
 }
 
 // proxyCollectors exports the breaker, the retry policy, adaptive limits,

@@ -81,7 +81,7 @@ func TestProxyServesAndAttributes(t *testing.T) {
 			return map[string]string{"SLUICE_UPSTREAM": up.URL}[k]
 		}}
 		done <- runProxy(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
-			"--config", rules, "--max-inflight", "8", "--shutdown-timeout", "2s"})
+			"--config", rules, "--max-inflight", "8", "--shutdown-timeout", "2s", "--drain-delay", "0s"})
 	}()
 	rec := logRecord(t, &out, "proxying")
 	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
@@ -122,24 +122,27 @@ func TestProxyServesAndAttributes(t *testing.T) {
 	code, body = get("http://" + admin + "/state")
 	var st struct {
 		Gates []struct{ Gate string } `json:"gates"`
-		Proxy struct {
-			Routes []struct {
-				Name  string
-				Gate  *struct{ Capacity int64 }
-				Quota *struct{ Limited uint64 }
-			}
-			Breaker *struct{ State string }
-		} `json:"proxy"`
+		Extra struct {
+			Proxy struct {
+				Routes []struct {
+					Name  string
+					Gate  *struct{ Capacity int64 }
+					Quota *struct{ Limited uint64 }
+				}
+				Breaker *struct{ State string }
+			} `json:"proxy"`
+		} `json:"extra"`
 	}
 	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
 		t.Fatalf("/state: %d %v %s", code, err, body)
 	}
-	r := st.Proxy.Routes
-	if len(st.Gates) != 2 || len(r) != 1 || r[0].Name != "search" || r[0].Gate == nil || r[0].Gate.Capacity != 4 || r[0].Quota == nil || st.Proxy.Breaker == nil || st.Proxy.Breaker.State != "closed" {
+	pst := st.Extra.Proxy
+	r := pst.Routes
+	if len(st.Gates) != 2 || len(r) != 1 || r[0].Name != "search" || r[0].Gate == nil || r[0].Gate.Capacity != 4 || r[0].Quota == nil || pst.Breaker == nil || pst.Breaker.State != "closed" {
 		t.Fatalf("/state: %s", body)
 	}
 	if code, _ := get("http://" + admin + "/healthz"); code != 200 {
-		t.Fatalf("/healthz through the admin front: %d", code)
+		t.Fatalf("/healthz: %d", code)
 	}
 	tr.CloseIdleConnections()
 	cancel()
