@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -183,4 +184,80 @@ func FuzzParseUpstream(f *testing.F) {
 			g.Close()
 		}
 	})
+}
+
+// TestProxyHostileClientsReleaseSlots: in `sluice proxy` the listener's
+// --body-timeout and --send-timeout (not the proxy's own deadlines, which
+// are off there) free the upstream slot of a client that never sends its
+// declared body and of one that never reads its answer.
+func TestProxyHostileClientsReleaseSlots(t *testing.T) {
+	big := strings.Repeat("x", 16<<20)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			_, _ = io.WriteString(w, big)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer up.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+			"--log-format", "json", "--body-timeout", "200ms", "--send-timeout", "200ms", "--drain-delay", "0s", "--shutdown-timeout", "2s"})
+	}()
+	rec := logRecord(t, &out, "proxying")
+	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	inflight := func() (admitted, inUse int64) {
+		resp, err := http.Get("http://" + admin + "/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Extra struct {
+				Proxy struct {
+					Upstream struct {
+						Admitted int64 `json:"admitted"`
+						Inflight int64 `json:"inflight"`
+					} `json:"upstream_gate"`
+				} `json:"proxy"`
+			} `json:"extra"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Extra.Proxy.Upstream.Admitted, st.Extra.Proxy.Upstream.Inflight
+	}
+	for i, req := range []string{
+		"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789", // body never sent
+		"GET /big HTTP/1.1\r\nHost: x\r\n\r\n",                                         // answer never read
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		fmt.Fprint(c, req)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			admitted, inUse := inflight()
+			if admitted == int64(i+1) && inUse == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("client %d: upstream gate admitted %d, in use %d after 10 s", i, admitted, inUse)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.Close()
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
 }
