@@ -57,12 +57,12 @@ start_proxy() {
 	case $1 in
 	sluice)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
-			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 20000 \
+			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 10000 \
 			--max-inflight 16 --queue 16 --max-wait 50ms --log-level warn &
 		;;
 	sluice-adaptive)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
-			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 20000 \
+			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 10000 \
 			--max-inflight 64 ${ADAPTIVE:---limit gradient2 --limit-min 8 --slo 100ms} --queue 16 --max-wait 50ms --log-level warn &
 		;;
 	bare)
