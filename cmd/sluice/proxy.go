@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/limit"
+	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/server"
+)
+
+// upstreamList is the repeatable --upstream flag; one value may list
+// several URLs separated by commas (so SLUICE_UPSTREAM can carry them).
+type upstreamList []*url.URL
+
+func (l *upstreamList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, u := range *l {
+		s[i] = u.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *upstreamList) Set(v string) error {
+	for one := range strings.SplitSeq(v, ",") {
+		u, err := parseUpstream(strings.TrimSpace(one))
+		if err != nil {
+			return err
+		}
+		*l = append(*l, u)
+	}
+	return nil
+}
+
+func parseUpstream(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("upstream %q: want http://host:port (or https://)", s)
+	}
+	return u, nil
+}
+
+// proxyOptions are `sluice proxy`'s own flags.
+type proxyOptions struct {
+	upstreams     upstreamList
+	maxInflight   int64
+	queue         int
+	maxWait       time.Duration
+	law           string
+	limitMin      int64
+	limitMax      int64
+	slo           time.Duration
+	config        string
+	retries       int
+	breaker       bool
+	headerTimeout time.Duration
+	ejectAfter    int
+	ejectFor      time.Duration
+	staleIfError  time.Duration
+}
+
+func (o *proxyOptions) register(fs *flag.FlagSet) {
+	fs.Var(&o.upstreams, "upstream", "upstream `URL`, repeatable (or comma-separated): instances of one service, balanced round-robin with passive health")
+	fs.Int64Var(&o.maxInflight, "max-inflight", proxy.DefaultMaxInflight, "slots of the \"upstream\" gate: requests in flight to the upstream at once (the ceiling of an adaptive --limit)")
+	fs.IntVar(&o.queue, "queue", 0, "requests that may wait for an upstream slot (0: refuse at once when full)")
+	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the upstream queue before 503 (0: the gate's default, 1s; needs --queue)")
+	fs.StringVar(&o.law, "limit", "fixed", "upstream gate capacity: fixed, or adaptive: "+strings.Join(limit.LawNames(), ", "))
+	fs.Int64Var(&o.limitMin, "limit-min", 0, "floor of an adaptive limit (0: 1)")
+	fs.Int64Var(&o.limitMax, "limit-max", 0, "ceiling of an adaptive limit (0: --max-inflight)")
+	fs.DurationVar(&o.slo, "slo", 0, "latency ceiling an adaptive limit is anchored to (0: none)")
+	fs.StringVar(&o.config, "config", "", "JSON `file` of per-route rules (see docs/proxy.md)")
+	fs.IntVar(&o.retries, "retries", 3, "most attempts per idempotent request, within a 10% retry budget (1: no retries)")
+	fs.BoolVar(&o.breaker, "breaker", true, "a circuit breaker in front of the upstream (503 breaker_open while open)")
+	fs.DurationVar(&o.headerTimeout, "upstream-timeout", proxy.DefaultHeaderTimeout, "longest wait for the upstream's response headers, per attempt")
+	fs.IntVar(&o.ejectAfter, "eject-after", proxy.DefaultEjectAfter, "consecutive failures (no connection, 502, 504) that eject an upstream instance (0: never)")
+	fs.DurationVar(&o.ejectFor, "eject-for", proxy.DefaultEjectFor, "how long an ejected instance gets no traffic")
+	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
+}
+
+// proxyConfig validates the flags and builds the proxy's Config. Errors
+// are usage errors.
+func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
+	var errs []error
+	if len(o.upstreams) == 0 {
+		errs = append(errs, errors.New("--upstream is required, e.g. --upstream http://127.0.0.1:9000"))
+	}
+	if o.maxInflight < 1 {
+		errs = append(errs, fmt.Errorf("--max-inflight %d: want 1 or more", o.maxInflight))
+	}
+	if o.queue < 0 || o.maxWait < 0 {
+		errs = append(errs, errors.New("--queue and --max-wait: want 0 or more"))
+	}
+	if o.maxWait > 0 && o.queue == 0 {
+		errs = append(errs, errors.New("--max-wait needs --queue: without a queue a full gate refuses at once"))
+	}
+	if o.retries < 1 {
+		errs = append(errs, fmt.Errorf("--retries %d: want 1 (no retries) or more", o.retries))
+	}
+	for name, d := range map[string]time.Duration{"upstream-timeout": o.headerTimeout, "eject-for": o.ejectFor} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %v: must be greater than zero", name, d))
+		}
+	}
+	if o.ejectAfter < 0 || o.staleIfError < 0 || o.slo < 0 || o.limitMin < 0 || o.limitMax < 0 {
+		errs = append(errs, errors.New("--eject-after, --stale-if-error, --slo, --limit-min and --limit-max: want 0 or more"))
+	}
+	if o.law != "fixed" {
+		if _, err := limit.ParseLaw(o.law); err != nil {
+			errs = append(errs, fmt.Errorf("--limit %q: want fixed, %s", o.law, strings.Join(limit.LawNames(), ", ")))
+		}
+	} else if o.limitMin != 0 || o.limitMax != 0 || o.slo != 0 {
+		errs = append(errs, errors.New("--limit-min, --limit-max and --slo need an adaptive --limit"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return proxy.Config{}, err
+	}
+	cfg := proxy.Config{
+		Upstreams:     o.upstreams,
+		MaxInflight:   o.maxInflight,
+		Queue:         o.queue,
+		MaxWait:       o.maxWait,
+		Limit:         proxy.Limit{Law: o.law, Min: o.limitMin, Max: o.limitMax, SLO: proxy.Duration(o.slo)},
+		MaxAttempts:   o.retries,
+		NoBreaker:     !o.breaker,
+		HeaderTimeout: o.headerTimeout,
+		// The frame's connections enforce --send-timeout and
+		// --body-timeout (connlimit), so the proxy's own per-request
+		// deadlines are off.
+		BodyTimeout:  -1,
+		SendTimeout:  -1,
+		EjectAfter:   o.ejectAfter,
+		EjectFor:     o.ejectFor,
+		StaleIfError: o.staleIfError,
+		Logger:       logger,
+	}
+	if o.ejectAfter == 0 {
+		cfg.EjectAfter = -1
+	}
+	if o.law == "fixed" {
+		cfg.Limit = proxy.Limit{}
+	}
+	if o.config != "" {
+		f, err := os.Open(o.config)
+		if err != nil {
+			return proxy.Config{}, fmt.Errorf("--config: %v", err)
+		}
+		defer f.Close()
+		if cfg.Routes, err = proxy.ParseRules(f); err != nil {
+			return proxy.Config{}, fmt.Errorf("--config %s: %v", o.config, err)
+		}
+	}
+	return cfg, nil
+}
+
+// runProxy runs `sluice proxy`: the gated reverse proxy on the server
+// frame until SIGINT/SIGTERM, then a graceful shutdown.
+func runProxy(ctx context.Context, e env, args []string) int {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	usageFor(fs, "usage: sluice proxy --upstream URL [flags]\n\n"+
+		"A reverse proxy that protects the service behind it: a concurrency gate toward the upstream\n"+
+		"(fixed or adaptive), per-route gates, quotas and costs (--config), retries within a budget,\n"+
+		"a circuit breaker, deadline propagation and stale-if-error. Every refusal is 503 or 429 with\n"+
+		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.")
+	var so serveOptions
+	so.register(fs)
+	var po proxyOptions
+	po.register(fs)
+	quotas := addQuotaFlags(fs)
+	if err := parseFlags(fs, e, args); err != nil {
+		return parseExit(err)
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintf(e.stderr, "sluice proxy: %v\n", err)
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fail(exitUsage, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0)))
+	}
+	if err := so.validate(); err != nil {
+		return fail(exitUsage, err)
+	}
+	logger, err := so.log.logger(e.stderr)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	cfg, err := po.proxyConfig(logger)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	// Refuse a --max-conns that does not fit the descriptor limit before
+	// anything is built or bound.
+	if err := so.connConfig().Validate(); err != nil {
+		return fail(exitUsage, fmt.Errorf("--max-conns %d: %v", so.maxConns, err))
+	}
+	gm := promsluice.NewGateMetrics()
+	cfg.Observer = gm
+	p, err := proxy.New(cfg)
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer p.Close()
+	so.warn(logger, po.maxInflight)
+	collectors := proxyCollectors(p)
+	handler, collectors, err := quotas.wrap(logger, p, collectors) // --quota: 429 before any route
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer quotas.close()
+	extras := map[string]func() any{"proxy": func() any { return p.State() }}
+	for name, f := range quotas.states {
+		extras[name] = f
+	}
+	srv, err := server.Listen(ctx, server.Config{
+		Addr:                 so.addr,
+		AdminAddr:            so.adminAddr,
+		Handler:              handler,
+		Gates:                p.Gates(),
+		GateMetrics:          gm,
+		Collectors:           collectors,
+		StateExtras:          extras,
+		Conn:                 so.connConfig(),
+		ShutdownTimeout:      so.serverShutdownTimeout(),
+		DrainDelay:           so.drainDelay,
+		TLSCertFile:          so.tlsCert,
+		TLSKeyFile:           so.tlsKey,
+		H2C:                  so.h2c,
+		MaxConcurrentStreams: so.maxStreams,
+		Logger:               logger,
+		Pprof:                so.pprof,
+	})
+	if err != nil {
+		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
+			return fail(exitUsage, err)
+		}
+		return fail(exitFail, err)
+	}
+	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(),
+		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes))
+	return serveUntilDone(ctx, e, "proxy", srv, logger)
+}
+
+// proxyCollectors exports the breaker, the retry policy, adaptive limits,
+// route quotas, and the refusals made outside gates.
+func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
+	var cs []prometheus.Collector
+	if b := p.Breaker(); b != nil {
+		bm := promsluice.NewBreakerMetrics()
+		bm.Add(b)
+		cs = append(cs, bm)
+	}
+	rm := promsluice.NewRetryMetrics()
+	rm.Add(p.Policy())
+	cs = append(cs, rm)
+	if as := p.Adaptives(); len(as) > 0 {
+		lm := promsluice.NewLimitMetrics()
+		for _, a := range as {
+			lm.Add(a)
+		}
+		cs = append(cs, lm)
+	}
+	if qs := p.QuotaStats(); len(qs) > 0 {
+		cs = append(cs, promsluice.NewQuotaMetrics(qs...))
+	}
+	return append(cs, refusalCollector{p})
+}
+
+// refusalCollector adds the proxy's refusals made outside gates (route
+// quotas, the breaker, the retry policy) to
+// sluice_admission_rejected_total, so `sluice load --metrics` attributes
+// them like gate refusals. It describes nothing (an unchecked collector):
+// the family is GateMetrics', and these series carry gate names no gate
+// uses, so the two never collide.
+type refusalCollector struct{ p *proxy.Proxy }
+
+var refusalDesc = prometheus.NewDesc("sluice_admission_rejected_total", "Attempts refused, by reason.", []string{"gate", "kind", "reason"}, nil)
+
+func (refusalCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.p.Refusals() {
+		ch <- prometheus.MustNewConstMetric(refusalDesc, prometheus.CounterValue, float64(r.Count), r.Gate, "default", r.Reason)
+	}
+}

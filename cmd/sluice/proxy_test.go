@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/proxy"
+)
+
+func TestProxyBadFlagsExitTwo(t *testing.T) {
+	dir := t.TempDir()
+	badRules := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(badRules, []byte(`{"routes":[{"name":"a","cost":-1}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := []string{"--upstream", "http://127.0.0.1:9"}
+	tests := []struct {
+		name string
+		args []string
+		envs map[string]string
+		want string
+	}{
+		{"no upstream", nil, nil, "--upstream is required"},
+		{"bad upstream", []string{"--upstream", "ftp://x"}, nil, `upstream "ftp://x"`},
+		{"upstream without host", []string{"--upstream", "http://"}, nil, "want http://host:port"},
+		{"zero max-inflight", append(up, "--max-inflight", "0"), nil, "--max-inflight 0"},
+		{"unknown law", append(up, "--limit", "magic"), nil, `--limit "magic"`},
+		{"slo without adaptive", append(up, "--slo", "100ms"), nil, "need an adaptive --limit"},
+		{"limit-max above max-inflight", append(up, "--limit", "aimd", "--max-inflight", "8", "--limit-max", "9"), nil, "limit_max 9"},
+		{"max-wait without queue", append(up, "--max-wait", "1s"), nil, "--max-wait needs --queue"},
+		{"zero retries", append(up, "--retries", "0"), nil, "--retries 0"},
+		{"zero upstream timeout", append(up, "--upstream-timeout", "0s"), nil, "--upstream-timeout 0s"},
+		{"missing config", append(up, "--config", filepath.Join(dir, "nope.json")), nil, "--config"},
+		{"bad config", append(up, "--config", badRules), nil, "cost -1"},
+		{"bad quota", append(up, "--quota", "name=q"), nil, "missing rate"},
+		{"bad env twin", nil, map[string]string{"SLUICE_UPSTREAM": "nope"}, "SLUICE_UPSTREAM"},
+		{"positional", append(up, "extra"), nil, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out := runSubcommand(context.Background(), runProxy, tt.envs, tt.args...)
+			if code != exitUsage || !strings.Contains(out, tt.want) {
+				t.Errorf("exit %d, output %q; want %d and %q", code, out, exitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// TestProxyServesAndAttributes runs `sluice proxy` in-process against a
+// real upstream with a route file: answers pass, a route quota refuses
+// with 429, the refusal appears in sluice_admission_rejected_total under
+// the gate its body names, /state carries the proxy's routes, and
+// shutdown is clean.
+func TestProxyServesAndAttributes(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from upstream")
+	}))
+	defer up.Close()
+	rules := filepath.Join(t.TempDir(), "routes.json")
+	if err := os.WriteFile(rules, []byte(`{"routes":[
+		{"name":"search","path":"/search","max_inflight":4,"quota":{"rate":0.001,"burst":1,"key":"header:X-Key"}}
+	]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := env{stdout: &out, stderr: &out, getenv: func(k string) string {
+			return map[string]string{"SLUICE_UPSTREAM": up.URL}[k]
+		}}
+		done <- runProxy(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+			"--config", rules, "--max-inflight", "8", "--shutdown-timeout", "2s", "--drain-delay", "0s"})
+	}()
+	rec := logRecord(t, &out, "proxying")
+	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	get := func(u string, hdr ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("http://" + addr + "/"); code != 200 || body != "hello from upstream" {
+		t.Fatalf("proxied: %d %q", code, body)
+	}
+	if code, _ := get("http://"+addr+"/search", "X-Key", "k"); code != 200 {
+		t.Fatalf("first search: %d", code)
+	}
+	code, body := get("http://"+addr+"/search", "X-Key", "k")
+	if code != 429 || !strings.Contains(body, `"gate":"search-quota"`) {
+		t.Fatalf("second search: %d %s", code, body)
+	}
+	_, metrics := get("http://" + admin + "/metrics")
+	if !strings.Contains(metrics, `sluice_admission_rejected_total{gate="search-quota",kind="default",reason="rate"} 1`) {
+		t.Fatalf("the quota refusal is not in sluice_admission_rejected_total:\n%s", grepLines(metrics, "rejected_total"))
+	}
+	if !strings.Contains(metrics, `sluice_breaker_state{breaker="upstream-breaker",state="closed"} 1`) {
+		t.Fatalf("no breaker metrics:\n%s", grepLines(metrics, "breaker"))
+	}
+	code, body = get("http://" + admin + "/state")
+	var st struct {
+		Gates []struct{ Gate string } `json:"gates"`
+		Extra struct {
+			Proxy struct {
+				Routes []struct {
+					Name  string
+					Gate  *struct{ Capacity int64 }
+					Quota *struct{ Limited uint64 }
+				}
+				Breaker *struct{ State string }
+			} `json:"proxy"`
+		} `json:"extra"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
+		t.Fatalf("/state: %d %v %s", code, err, body)
+	}
+	pst := st.Extra.Proxy
+	r := pst.Routes
+	if len(st.Gates) != 2 || len(r) != 1 || r[0].Name != "search" || r[0].Gate == nil || r[0].Gate.Capacity != 4 || r[0].Quota == nil || pst.Breaker == nil || pst.Breaker.State != "closed" {
+		t.Fatalf("/state: %s", body)
+	}
+	if code, _ := get("http://" + admin + "/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	tr.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
+func grepLines(s, sub string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, sub) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// FuzzParseUpstream: an accepted --upstream is an http(s) URL with a host
+// that the proxy accepts; nothing panics.
+func FuzzParseUpstream(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:9000", "https://api.example/base", "ftp://x", "http://", "http://u:p@h", "://", "http://h?q=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := parseUpstream(s)
+		if err != nil {
+			return
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			t.Fatalf("accepted %q as %#v", s, u)
+		}
+		p, err := proxy.New(proxy.Config{Upstreams: []*url.URL{u}})
+		if err != nil {
+			t.Fatalf("accepted %q, but the proxy refuses it: %v", s, err)
+		}
+		for _, g := range p.Gates() {
+			g.Close()
+		}
+	})
+}
+
+// TestProxyHostileClientsReleaseSlots: in `sluice proxy` the listener's
+// --body-timeout and --send-timeout (not the proxy's own deadlines, which
+// are off there) free the upstream slot of a client that never sends its
+// declared body and of one that never reads its answer.
+func TestProxyHostileClientsReleaseSlots(t *testing.T) {
+	big := strings.Repeat("x", 16<<20)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			_, _ = io.WriteString(w, big)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer up.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+			"--log-format", "json", "--body-timeout", "200ms", "--send-timeout", "200ms", "--drain-delay", "0s", "--shutdown-timeout", "2s"})
+	}()
+	rec := logRecord(t, &out, "proxying")
+	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	inflight := func() (admitted, inUse int64) {
+		resp, err := http.Get("http://" + admin + "/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Extra struct {
+				Proxy struct {
+					Upstream struct {
+						Admitted int64 `json:"admitted"`
+						Inflight int64 `json:"inflight"`
+					} `json:"upstream_gate"`
+				} `json:"proxy"`
+			} `json:"extra"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Extra.Proxy.Upstream.Admitted, st.Extra.Proxy.Upstream.Inflight
+	}
+	for i, req := range []string{
+		"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789", // body never sent
+		"GET /big HTTP/1.1\r\nHost: x\r\n\r\n",                                         // answer never read
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		fmt.Fprint(c, req)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			admitted, inUse := inflight()
+			if admitted == int64(i+1) && inUse == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("client %d: upstream gate admitted %d, in use %d after 10 s", i, admitted, inUse)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.Close()
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}

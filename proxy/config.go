@@ -1,0 +1,380 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/limit"
+	"github.com/sluicehq/sluice/quota"
+)
+
+// Defaults for the zero Config.
+const (
+	DefaultMaxInflight   = 64
+	DefaultHeaderTimeout = 30 * time.Second
+	DefaultBodyTimeout   = 60 * time.Second
+	DefaultSendTimeout   = 30 * time.Second
+	DefaultEjectAfter    = 3
+	DefaultEjectFor      = 10 * time.Second
+	DefaultStaleEntries  = 1024
+	DefaultStaleMaxBytes = 1 << 20
+	// maxReplayBody is the largest request body buffered so that an
+	// idempotent request can be retried.
+	maxReplayBody = 64 << 10
+)
+
+// Names of the refusal points that are not gates (labels of refusals and
+// metrics).
+const (
+	// GateUpstream is the shared concurrency gate toward the upstream
+	// (Config.MaxInflight).
+	GateUpstream = "upstream"
+	// GateBreaker names refusals made by the upstream's circuit breaker.
+	GateBreaker = "upstream-breaker"
+	// GateRetry names refusals made by the retry policy: throttled
+	// locally (reason shed) or no time left for an attempt (deadline).
+	GateRetry = "upstream-retry"
+)
+
+// StaleHeader marks a response served from the stale-if-error store; its
+// value says why the upstream was not asked (breaker_open, full, ...) or
+// could not answer (upstream_error).
+const StaleHeader = "Sluice-Stale"
+
+// idempotencyKeyHeader makes a POST or PATCH safe to retry (the upstream
+// recognises a repeated operation by it).
+const idempotencyKeyHeader = "Idempotency-Key"
+
+// quotaSuffix names a route's quota after the route ("search-quota"), apart
+// from the route's gate, so their refusals are told apart.
+const quotaSuffix = "-quota"
+
+// ErrInvalidConfig is wrapped by every configuration error of New and
+// ParseRules.
+var ErrInvalidConfig = errors.New("proxy: invalid config")
+
+// Config configures a Proxy. Upstreams is required; every other zero field
+// means its default, and each says what zero and negative mean.
+type Config struct {
+	// Upstreams are the instances of the one service behind the proxy,
+	// balanced round-robin over those not ejected (passive health).
+	// Each is an absolute http:// or https:// URL; a path is prefixed to
+	// every request's path.
+	Upstreams []*url.URL
+
+	// MaxInflight is the capacity of the shared "upstream" gate: requests
+	// (weighted by their route's Cost) in flight to the upstream at once.
+	// With Limit adaptive it is the ceiling (Limit.Max). 0 means
+	// DefaultMaxInflight; negative is an error.
+	MaxInflight int64
+	// Queue and MaxWait bound the upstream gate's wait queue (see
+	// admit.Config.MaxWaiters and MaxWait): 0 means no queue.
+	Queue   int
+	MaxWait time.Duration
+	// Limit makes the upstream gate's capacity adaptive. The zero value
+	// is a fixed capacity.
+	Limit Limit
+
+	// Routes are matched in order; the first whose Host, Methods and
+	// PathPrefix all match takes the request. A request no route matches
+	// only passes the upstream gate.
+	Routes []Route
+
+	// MaxAttempts bounds attempts per request (retries only for
+	// idempotent requests, within a 10 % budget). 0 means 3; 1 or
+	// negative means no retries.
+	MaxAttempts int
+	// Breaker configures the upstream's circuit breaker; its Name is
+	// GateBreaker. NoBreaker turns it off.
+	Breaker   breaker.Config
+	NoBreaker bool
+
+	// HeaderTimeout bounds the wait for the upstream's response headers
+	// (per attempt). 0 means DefaultHeaderTimeout; negative means none.
+	HeaderTimeout time.Duration
+	// BodyTimeout bounds how long a client may take to send its request
+	// body, so a declared body never sent cannot hold a slot. 0 means
+	// DefaultBodyTimeout; negative means none.
+	BodyTimeout time.Duration
+	// SendTimeout bounds each write of the response to the client (a
+	// reader that stalls is cut off). 0 means DefaultSendTimeout;
+	// negative means none.
+	SendTimeout time.Duration
+
+	// EjectAfter consecutive failures (no connection, 502, 504) eject an
+	// upstream instance for EjectFor. 0 means DefaultEjectAfter and
+	// DefaultEjectFor; negative EjectAfter never ejects.
+	EjectAfter int
+	EjectFor   time.Duration
+
+	// StaleIfError, when above zero, keeps the last good response of
+	// each cacheable GET for that long and serves it, marked with
+	// StaleHeader, while the upstream is refused (a gate or the breaker)
+	// or fails. 0 or negative: off.
+	StaleIfError time.Duration
+	// StaleEntries and StaleMaxBytes bound the store: entries, and the
+	// largest body kept. 0 means the defaults.
+	StaleEntries  int
+	StaleMaxBytes int64
+
+	// Transport sends each attempt; nil means a clone of
+	// http.DefaultTransport with HeaderTimeout. Tests inject one.
+	Transport http.RoundTripper
+
+	// Observer sees every gate's decisions (promsluice.GateMetrics for
+	// histograms). Nil means none.
+	Observer admit.Observer
+	// Logger receives upstream errors at debug and ejections at warn.
+	// Nil is silent.
+	Logger *slog.Logger
+	// Now is the clock for ejections and stale ages; nil means time.Now.
+	Now func() time.Time
+}
+
+// Limit selects a fixed or an adaptive capacity for a gate.
+type Limit struct {
+	// Law is "fixed" (or empty), "aimd", "vegas" or "gradient2".
+	Law string `json:"limit,omitempty"`
+	// Min and Max bound an adaptive limit. 0 means 1 and the gate's
+	// configured capacity (its ceiling).
+	Min int64 `json:"limit_min,omitempty"`
+	Max int64 `json:"limit_max,omitempty"`
+	// SLO anchors an adaptive limit (see limit.Config.SLO). 0: none.
+	SLO Duration `json:"slo,omitempty"`
+}
+
+// Adaptive reports whether the limit moves.
+func (l Limit) Adaptive() bool { return l.Law != "" && l.Law != "fixed" }
+
+// Route is a per-route rule, the unit of the proxy's config file.
+type Route struct {
+	// Name labels the route's gate, and its quota as Name+"-quota"
+	// (metrics, /state, refusal bodies): [A-Za-z0-9_.-], at most 58
+	// bytes. Required.
+	Name string `json:"name"`
+	// PathPrefix matches the request path ("/api/"); empty matches all.
+	PathPrefix string `json:"path,omitempty"`
+	// Host matches the request's host, port ignored, case-insensitive;
+	// empty matches all.
+	Host string `json:"host,omitempty"`
+	// Methods match the request method; empty matches all.
+	Methods []string `json:"methods,omitempty"`
+
+	// MaxInflight, when above 0, gives the route its own gate of that
+	// many slots (named after the route), taken before the upstream gate.
+	// 0: the route has no gate of its own.
+	MaxInflight int64 `json:"max_inflight,omitempty"`
+	// Queue and MaxWait bound the route gate's queue (0: none).
+	Queue   int      `json:"queue,omitempty"`
+	MaxWait Duration `json:"max_wait,omitempty"`
+	// Limit makes the route gate adaptive (needs MaxInflight).
+	Limit
+
+	// Cost is how many slots of the upstream gate, and tokens of the
+	// route's quota, one request takes. 0 means 1.
+	Cost int `json:"cost,omitempty"`
+	// Quota, if set, limits each client's rate on this route (429).
+	Quota *RouteQuota `json:"quota,omitempty"`
+}
+
+// RouteQuota is a per-client rate quota on one route (package quota).
+type RouteQuota struct {
+	// Rate is tokens per second per key, above zero.
+	Rate float64 `json:"rate"`
+	// Burst is the bucket size; 0 means max(1, ceil(Rate)).
+	Burst int `json:"burst,omitempty"`
+	// Key is "ip" (the peer's address; the default) or "header:<Name>".
+	Key string `json:"key,omitempty"`
+	// MaxKeys bounds the key table; 0 means quota's default.
+	MaxKeys int `json:"max_keys,omitempty"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("250ms", "2s").
+type Duration time.Duration
+
+// UnmarshalJSON reads "250ms".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"250ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes "250ms".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// Rules is the config file: {"routes": [...]}.
+type Rules struct {
+	Routes []Route `json:"routes"`
+}
+
+// maxRulesBytes bounds a config file.
+const maxRulesBytes = 1 << 20
+
+// ParseRules reads a JSON config file of per-route rules and checks every
+// rule (unknown fields are errors). Errors wrap ErrInvalidConfig and name
+// the route at fault.
+func ParseRules(r io.Reader) ([]Route, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxRulesBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading rules: %v", ErrInvalidConfig, err)
+	}
+	if len(data) > maxRulesBytes {
+		return nil, fmt.Errorf("%w: rules larger than %d bytes", ErrInvalidConfig, maxRulesBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var rules Rules
+	if err := dec.Decode(&rules); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the rules object", ErrInvalidConfig)
+	}
+	if err := checkRoutes(rules.Routes); err != nil {
+		return nil, err
+	}
+	return rules.Routes, nil
+}
+
+// maxRoutes bounds the route table (each route is a metric label).
+const maxRoutes = 256
+
+func checkRoutes(routes []Route) error {
+	if len(routes) > maxRoutes {
+		return fmt.Errorf("%w: %d routes, at most %d", ErrInvalidConfig, len(routes), maxRoutes)
+	}
+	seen := map[string]bool{GateUpstream: true, GateBreaker: true, GateRetry: true}
+	for i, rt := range routes {
+		if err := rt.check(); err != nil {
+			return fmt.Errorf("%w: route %d (%q): %v", ErrInvalidConfig, i, rt.Name, err)
+		}
+		if seen[rt.Name] || seen[rt.Name+quotaSuffix] {
+			return fmt.Errorf("%w: route %d: name %q used twice (or reserved)", ErrInvalidConfig, i, rt.Name)
+		}
+		seen[rt.Name], seen[rt.Name+quotaSuffix] = true, true
+	}
+	return nil
+}
+
+func (rt *Route) check() error {
+	if err := quota.CheckName(rt.Name + quotaSuffix); err != nil || rt.Name == "" {
+		return errors.New("name: want 1 to 58 of [A-Za-z0-9_.-]")
+	}
+	if rt.PathPrefix != "" && (!strings.HasPrefix(rt.PathPrefix, "/") || strings.ContainsAny(rt.PathPrefix, " \t?#")) {
+		return fmt.Errorf("path %q: want a path prefix starting with /", rt.PathPrefix)
+	}
+	if rt.Host != "" && (strings.ContainsAny(rt.Host, " /\t") || !httpguts.ValidHostHeader(rt.Host)) {
+		return fmt.Errorf("host %q: not a host name", rt.Host)
+	}
+	for _, m := range rt.Methods {
+		if m == "" || !validMethod(m) {
+			return fmt.Errorf("method %q: not an HTTP method token", m)
+		}
+	}
+	if rt.MaxInflight < 0 || rt.MaxInflight > admit.MaxCapacity {
+		return fmt.Errorf("max_inflight %d: want 0 (no route gate) to %d", rt.MaxInflight, admit.MaxCapacity)
+	}
+	if rt.Queue < 0 || rt.MaxWait < 0 {
+		return errors.New("queue and max_wait: want 0 or more")
+	}
+	if rt.MaxInflight == 0 && (rt.Queue > 0 || rt.MaxWait > 0 || rt.Limit != (Limit{})) {
+		return errors.New("queue, max_wait and limit need max_inflight (the route's own gate)")
+	}
+	if rt.MaxWait > 0 && rt.Queue == 0 {
+		return errors.New("max_wait needs queue")
+	}
+	if err := rt.Limit.check(rt.MaxInflight); err != nil {
+		return err
+	}
+	if rt.Cost < 0 || rt.Cost > 1_000_000 {
+		return fmt.Errorf("cost %d: want 0 (means 1) to 1000000", rt.Cost)
+	}
+	if q := rt.Quota; q != nil {
+		if !(q.Rate > 0 && q.Rate <= 1e9) {
+			return fmt.Errorf("quota rate %v: want above 0 tokens per second, at most 1e9", q.Rate)
+		}
+		if q.Burst < 0 || q.Burst > 1_000_000_000 || q.MaxKeys < 0 || q.MaxKeys > 10_000_000 {
+			return errors.New("quota burst and max_keys: want 0 or more (burst at most 1e9, max_keys at most 1e7)")
+		}
+		burst := q.Burst
+		if burst == 0 {
+			burst = max(1, int(q.Rate+0.999999))
+		}
+		if max(rt.Cost, 1) > burst {
+			return fmt.Errorf("cost %d exceeds quota burst %d, so no request could pass", rt.Cost, burst)
+		}
+		if _, err := keyHeader(q.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l Limit) check(capacity int64) error {
+	if !l.Adaptive() {
+		if l.Min != 0 || l.Max != 0 || l.SLO != 0 {
+			return errors.New("limit_min, limit_max and slo need an adaptive limit (aimd, vegas, gradient2)")
+		}
+		return nil
+	}
+	if _, err := limit.ParseLaw(l.Law); err != nil {
+		return fmt.Errorf("limit %q: want fixed, %s", l.Law, strings.Join(limit.LawNames(), ", "))
+	}
+	if l.Min < 0 || l.Max < 0 || l.SLO < 0 {
+		return errors.New("limit_min, limit_max and slo: want 0 or more")
+	}
+	if l.Max > capacity && capacity > 0 {
+		return fmt.Errorf("limit_max %d above the gate's %d slots (its ceiling)", l.Max, capacity)
+	}
+	hi := l.Max
+	if hi == 0 {
+		hi = capacity
+	}
+	if l.Min > hi {
+		return fmt.Errorf("limit_min %d above the ceiling %d", l.Min, hi)
+	}
+	return nil
+}
+
+// keyHeader parses a quota key: "" or "ip" gives "", "header:X" gives X.
+func keyHeader(k string) (string, error) {
+	if k == "" || k == "ip" {
+		return "", nil
+	}
+	name, ok := strings.CutPrefix(k, "header:")
+	if !ok || !httpguts.ValidHeaderFieldName(name) {
+		return "", fmt.Errorf("quota key %q: want ip or header:<Header-Name>", k)
+	}
+	return name, nil
+}
+
+func validMethod(m string) bool {
+	for i := 0; i < len(m); i++ {
+		if !httpguts.IsTokenRune(rune(m[i])) {
+			return false
+		}
+	}
+	return len(m) <= 32
+}

@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+)
+
+func TestParseRules(t *testing.T) {
+	routes, err := ParseRules(strings.NewReader(`{"routes":[
+		{"name":"search","path":"/search","host":"api.example","methods":["GET","HEAD"],
+		 "max_inflight":8,"queue":16,"max_wait":"250ms","limit":"vegas","limit_min":2,"slo":"200ms",
+		 "cost":2,"quota":{"rate":10,"burst":20,"key":"header:X-Api-Key"}},
+		{"name":"rest"}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := routes[0]
+	if r.Name != "search" || r.MaxInflight != 8 || time.Duration(r.MaxWait) != 250*time.Millisecond || r.Law != "vegas" ||
+		time.Duration(r.SLO) != 200*time.Millisecond || r.Cost != 2 || r.Quota.Burst != 20 || len(r.Methods) != 2 {
+		t.Fatalf("parsed %+v", r)
+	}
+	if len(routes) != 2 || routes[1].Name != "rest" {
+		t.Fatalf("routes %+v", routes)
+	}
+}
+
+func TestParseRulesErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"routes":[{"name":""}]}`, "name"},
+		{`{"routes":[{"name":"a b"}]}`, "name"},
+		{`{"routes":[{"name":"a"},{"name":"a"}]}`, "used twice"},
+		{`{"routes":[{"name":"upstream"}]}`, "reserved"},
+		{`{"routes":[{"name":"a","path":"nope"}]}`, "path"},
+		{`{"routes":[{"name":"a","host":"a/b"}]}`, "host"},
+		{`{"routes":[{"name":"a","methods":["G ET"]}]}`, "method"},
+		{`{"routes":[{"name":"a","queue":3}]}`, "need max_inflight"},
+		{`{"routes":[{"name":"a","max_inflight":2,"max_wait":"1s"}]}`, "max_wait needs queue"},
+		{`{"routes":[{"name":"a","max_inflight":2,"limit":"magic"}]}`, "limit"},
+		{`{"routes":[{"name":"a","max_inflight":2,"limit":"aimd","limit_max":3}]}`, "limit_max 3"},
+		{`{"routes":[{"name":"a","max_inflight":2,"slo":"1s"}]}`, "adaptive"},
+		{`{"routes":[{"name":"a","max_wait":"soon"}]}`, "duration"},
+		{`{"routes":[{"name":"a","cost":5,"quota":{"rate":1,"burst":2}}]}`, "exceeds quota burst"},
+		{`{"routes":[{"name":"a","quota":{"rate":0}}]}`, "rate"},
+		{`{"routes":[{"name":"a","quota":{"rate":1,"key":"cookie:x"}}]}`, "key"},
+		{`{"routes":[{"name":"a","colour":"red"}]}`, "unknown field"},
+		{`{"routes":[]} {}`, "trailing"},
+		{`[`, "unexpected EOF"},
+	} {
+		_, err := ParseRules(strings.NewReader(tc.in))
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want ErrInvalidConfig mentioning %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// FuzzParseRules: any input either fails with ErrInvalidConfig or gives
+// routes that New accepts; it never panics.
+func FuzzParseRules(f *testing.F) {
+	f.Add(`{"routes":[{"name":"a","path":"/a","max_inflight":3,"limit":"aimd","slo":"1s","cost":2,"quota":{"rate":5,"key":"ip"}}]}`)
+	f.Add(`{"routes":[{"name":"b","host":"x.example","methods":["GET"],"queue":2,"max_inflight":1,"max_wait":"10ms"}]}`)
+	f.Add(`{"routes":[{"name":"c","quota":{"rate":1e-9,"burst":0}}]}`)
+	f.Add(`{}`)
+	up, _ := url.Parse("http://127.0.0.1:9")
+	f.Fuzz(func(t *testing.T, in string) {
+		routes, err := ParseRules(strings.NewReader(in))
+		if err != nil {
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
+			}
+			return
+		}
+		p, err := New(Config{Upstreams: []*url.URL{up}, Routes: routes, MaxInflight: admit.MaxCapacity})
+		if err != nil {
+			t.Fatalf("accepted rules rejected by New: %v", err)
+		}
+		for _, g := range p.Gates() {
+			g.Close()
+		}
+	})
+}

@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// pool is the set of upstream instances: an http.RoundTripper that sends
+// each attempt to the next instance not ejected (round-robin), and ejects
+// an instance after EjectAfter consecutive failures for EjectFor (passive
+// health: no probes, the traffic is the probe). When every instance is
+// ejected it sends to the one whose ejection ends first, rather than
+// refusing: a whole pool marked down is more often the proxy's view than
+// the truth, and the breaker above decides about the service as a whole.
+//
+// One mutex guards the cursor and the health records; it is held for a
+// few comparisons per attempt, never while sending.
+type pool struct {
+	next       http.RoundTripper
+	ejectAfter int
+	ejectFor   time.Duration
+	now        func() time.Time
+	logger     *slog.Logger
+
+	mu      sync.Mutex
+	members []*member
+	cursor  int
+}
+
+type member struct {
+	url      *url.URL
+	failures int       // consecutive, guarded by pool.mu
+	until    time.Time // ejected until, guarded by pool.mu
+	inflight int
+	sent     uint64
+	ejected  uint64
+}
+
+func newPool(urls []*url.URL, next http.RoundTripper, ejectAfter int, ejectFor time.Duration, now func() time.Time, logger *slog.Logger) *pool {
+	p := &pool{next: next, ejectAfter: ejectAfter, ejectFor: ejectFor, now: now, logger: logger}
+	for _, u := range urls {
+		p.members = append(p.members, &member{url: u})
+	}
+	return p
+}
+
+// pick chooses the instance for one attempt.
+func (p *pool) pick() *member {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.members)
+	var soonest *member
+	for i := range n {
+		m := p.members[(p.cursor+i)%n]
+		if !m.until.After(now) {
+			p.cursor = (p.cursor + i + 1) % n
+			m.inflight++
+			m.sent++
+			return m
+		}
+		if soonest == nil || m.until.Before(soonest.until) {
+			soonest = m
+		}
+	}
+	soonest.inflight++
+	soonest.sent++
+	return soonest
+}
+
+// RoundTrip sends req to one instance. It does not modify req: the attempt
+// is a shallow copy with the instance's scheme and host.
+func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	m := p.pick()
+	out := new(http.Request)
+	*out = *req
+	u := *req.URL
+	u.Scheme, u.Host = m.url.Scheme, m.url.Host
+	out.URL = &u
+	out.Host = ""
+	resp, err := p.next.RoundTrip(out)
+	failed := false
+	switch {
+	case err != nil:
+		// A canceled caller says nothing about the instance.
+		failed = !errors.Is(err, context.Canceled) && req.Context().Err() == nil
+	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout:
+		failed = true
+	}
+	p.record(m, failed)
+	return resp, err
+}
+
+func (p *pool) record(m *member, failed bool) {
+	p.mu.Lock()
+	m.inflight--
+	if !failed {
+		m.failures = 0
+		p.mu.Unlock()
+		return
+	}
+	m.failures++
+	eject := p.ejectAfter > 0 && m.failures >= p.ejectAfter
+	if eject {
+		m.failures = 0
+		m.until = p.now().Add(p.ejectFor)
+		m.ejected++
+	}
+	p.mu.Unlock()
+	if eject && p.logger != nil {
+		p.logger.Warn("upstream ejected", "upstream", m.url.Host, "for", p.ejectFor)
+	}
+}
+
+// UpstreamState is one instance's health, for /state.
+type UpstreamState struct {
+	URL      string `json:"url"`
+	Healthy  bool   `json:"healthy"`
+	Inflight int    `json:"inflight"`
+	Sent     uint64 `json:"sent"`
+	Ejected  uint64 `json:"ejections"`
+	// Failures is the current run of consecutive failures.
+	Failures int `json:"consecutive_failures"`
+}
+
+func (p *pool) state() []UpstreamState {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]UpstreamState, len(p.members))
+	for i, m := range p.members {
+		out[i] = UpstreamState{URL: m.url.String(), Healthy: !m.until.After(now), Inflight: m.inflight, Sent: m.sent, Ejected: m.ejected, Failures: m.failures}
+	}
+	return out
+}
+
+func (p *pool) closeIdle() {
+	type idleCloser interface{ CloseIdleConnections() }
+	if c, ok := p.next.(idleCloser); ok {
+		c.CloseIdleConnections()
+	}
+}

@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"github.com/sluicehq/sluice/limit"
+	"github.com/sluicehq/sluice/quota"
+)
+
+// State is the proxy's part of the admin /state: each route's rule, gate,
+// limit and quota usage; the upstream gate, breaker and instances; and the
+// refusals made outside gates.
+type State struct {
+	Upstream  GateState       `json:"upstream_gate"`
+	Breaker   *BreakerState   `json:"breaker,omitempty"`
+	Upstreams []UpstreamState `json:"upstreams"`
+	Routes    []RouteState    `json:"routes"`
+	Refusals  []Refusal       `json:"refusals"`
+	Stale     *StaleState     `json:"stale,omitempty"`
+}
+
+// GateState is one gate's occupancy and, when adaptive, its limit.
+type GateState struct {
+	Name     string       `json:"name"`
+	Capacity int64        `json:"capacity"`
+	Inflight int64        `json:"inflight"`
+	Waiting  int64        `json:"waiting"`
+	Admitted uint64       `json:"admitted"`
+	Rejected uint64       `json:"rejected"`
+	Limit    *limit.State `json:"limit,omitempty"`
+}
+
+// BreakerState is the upstream breaker's state and counters.
+type BreakerState struct {
+	Name        string `json:"name"`
+	State       string `json:"state"`
+	Allowed     uint64 `json:"allowed"`
+	Rejected    uint64 `json:"rejected"`
+	WindowCalls int    `json:"window_calls"`
+	WindowFails int    `json:"window_failures"`
+}
+
+// RouteState is one route: its rule, its gate (nil without one) and its
+// quota's usage (nil without one).
+type RouteState struct {
+	Name    string       `json:"name"`
+	Host    string       `json:"host,omitempty"`
+	Path    string       `json:"path,omitempty"`
+	Methods []string     `json:"methods,omitempty"`
+	Cost    int          `json:"cost"`
+	Gate    *GateState   `json:"gate,omitempty"`
+	Quota   *quota.Stats `json:"quota,omitempty"`
+}
+
+// StaleState is the stale-if-error store's size.
+type StaleState struct {
+	Entries int `json:"entries"`
+}
+
+func gateState(gs *gateSet) GateState {
+	s := gs.gate.Stats()
+	st := GateState{
+		Name: gs.gate.Name(), Capacity: s.Capacity, Inflight: s.InUse, Waiting: s.Waiting,
+		Admitted: s.Admitted, Rejected: s.Rejected.Total(),
+	}
+	if gs.adaptive != nil {
+		ls := gs.adaptive.State()
+		st.Limit = &ls
+	}
+	return st
+}
+
+// State returns a snapshot for /state. Safe for concurrent use.
+func (p *Proxy) State() State {
+	st := State{Upstream: gateState(p.upstream), Upstreams: p.pool.state(), Refusals: p.Refusals()}
+	if b := p.breaker; b != nil {
+		bs := b.Stats()
+		st.Breaker = &BreakerState{Name: b.Name(), State: bs.State.String(), Allowed: bs.Allowed, Rejected: bs.Rejected,
+			WindowCalls: bs.WindowCalls, WindowFails: bs.WindowFailures}
+	}
+	for _, rt := range p.routes {
+		rs := RouteState{Name: rt.Name, Host: rt.Host, Path: rt.PathPrefix, Methods: rt.Methods, Cost: rt.Cost}
+		if rt.gates != nil {
+			g := gateState(rt.gates)
+			rs.Gate = &g
+		}
+		if rt.quota != nil {
+			qs := rt.quota.Stats()
+			rs.Quota = &qs
+		}
+		st.Routes = append(st.Routes, rs)
+	}
+	if p.stale != nil {
+		st.Stale = &StaleState{Entries: p.stale.cache.Len()}
+	}
+	return st
+}
