@@ -3,9 +3,9 @@ package demo
 import (
 	"bytes"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/atomicfile"
 	"html"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -48,37 +48,7 @@ func WriteFiles(dir string, res *Result) (string, error) {
 		}
 	}
 	page := filepath.Join(dir, PageName)
-	return page, writeAtomic(page, HTML(res))
-}
-
-// writeAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path: a reader sees the old file or the whole new one.
-func writeAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return page, atomicfile.Write(page, HTML(res))
 }
 
 // variantStroke gives each variant its own line width and dash, so lines

@@ -70,7 +70,7 @@
 //   - Bounds (limits.go): every size a Config can ask for has an upper
 //     bound derived from the memory it costs.
 //   - Drawing reports for people is package render; writing files
-//     atomically is load/internal/atomicfile.
+//     atomically is internal/atomicfile.
 //
 // # What the latencies mean
 //

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sluicehq/sluice/load/internal/atomicfile"
+	"github.com/sluicehq/sluice/internal/atomicfile"
 )
 
 // ErrBadReport reports a file that is not a valid v1 report.

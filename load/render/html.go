@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/load"
-	"github.com/sluicehq/sluice/load/internal/atomicfile"
+	"github.com/sluicehq/sluice/internal/atomicfile"
 )
 
 // HTML draws reports as one self-contained page (inline SVG, no scripts,
