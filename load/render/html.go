@@ -7,8 +7,8 @@ import (
 	"math"
 	"strings"
 
-	"github.com/sluicehq/sluice/load"
 	"github.com/sluicehq/sluice/internal/atomicfile"
+	"github.com/sluicehq/sluice/load"
 )
 
 // HTML draws reports as one self-contained page (inline SVG, no scripts,
