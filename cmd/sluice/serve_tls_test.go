@@ -8,11 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"github.com/sluicehq/sluice/load"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +123,44 @@ func TestLoadInsecureAgainstTLSServe(t *testing.T) {
 			t.Errorf("%v: ok responses %d, want some=%v (exit %d)\n%s", c.args, ok, c.ok, code, text)
 		}
 		os.Remove(out)
+	}
+}
+
+// sluice proxy takes serve's TLS flags: HTTP/2 over TLS in front of a
+// plain upstream.
+func TestProxyOverTLS(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from upstream")
+	}))
+	defer up.Close()
+	certFile, keyFile, cert := selfSigned(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+			"--log-format", "json", "--drain-delay", "0s", "--tls-cert", certFile, "--tls-key", keyFile})
+	}()
+	rec := logRecord(t, &out, "proxying")
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	p := new(http.Protocols)
+	p.SetHTTP2(true)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: p}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("https://" + fmt.Sprint(rec["addr"]) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" || string(body) != "hello from upstream" {
+		t.Errorf("%d %s %q", resp.StatusCode, resp.Proto, body)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
 	}
 }
