@@ -32,7 +32,7 @@
 //
 // Usage:
 //
-//	go run ./internal/cmd/mutants [-list] [-run REGEXP] [PKGDIR ...]
+//	go run ./internal/cmd/mutants [-list] [-run REGEXP] [-j N] [PKGDIR ...]
 //
 // With no PKGDIR it finds every */testdata/mutants.json in the module.
 package main
@@ -51,6 +51,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -81,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	list := fset.Bool("list", false, "list the mutants and exit")
 	only := fset.String("run", "", "only mutants whose package/name matches this regexp")
 	timeout := fset.Duration("timeout", 3*time.Minute, "go test -timeout for each run")
+	jobs := fset.Int("j", 2, "mutants judged at once")
 	if err := fset.Parse(args); err != nil {
 		return 2
 	}
@@ -126,10 +128,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "mutants: %s: tests fail WITHOUT any mutation, so no mutant can be judged:\n%s\n", sp.Package, tail(out, 30))
 			return 1
 		}
-		for _, m := range chosen {
-			start := time.Now()
-			verdict, detail := judge(ctx, tmp, sp.Package, m, *timeout)
-			switch verdict {
+		// Mutants are judged *jobs at a time (each in its own overlay; a run
+		// is mostly compiling and linking), and reported in file order.
+		type result struct {
+			verdict, detail string
+			took            time.Duration
+		}
+		results := make([]result, len(chosen))
+		sem := make(chan struct{}, max(*jobs, 1))
+		var wg sync.WaitGroup
+		for i, m := range chosen {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				start := time.Now()
+				v, d := judge(ctx, tmp, sp.Package, m, *timeout)
+				results[i] = result{v, d, time.Since(start)}
+			})
+		}
+		wg.Wait()
+		for i, m := range chosen {
+			r := results[i]
+			switch r.verdict {
 			case "killed":
 				killed++
 			case "SURVIVED":
@@ -137,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			default:
 				broken++
 			}
-			fmt.Fprintf(stdout, "%-9s %-14s %-40s %5.1fs  %s\n", verdict, sp.Package, m.Name, time.Since(start).Seconds(), detail)
+			fmt.Fprintf(stdout, "%-9s %-14s %-40s %5.1fs  %s\n", r.verdict, sp.Package, m.Name, r.took.Seconds(), r.detail)
 		}
 	}
 	if *list {
