@@ -179,17 +179,9 @@ func (s *Stream[T]) Recv(ctx context.Context) (T, error) {
 			s.mu.Unlock()
 			return v, nil
 		}
-		switch s.state {
-		case completed:
-			s.mu.Unlock()
-			return zero, io.EOF
-		case failed:
-			err := s.err
+		if err := s.endErr(); err != nil {
 			s.mu.Unlock()
 			return zero, err
-		case canceled:
-			s.mu.Unlock()
-			return zero, ErrCanceled
 		}
 		if err := ctx.Err(); err != nil {
 			s.mu.Unlock()
@@ -301,6 +293,21 @@ func (s *Stream[T]) push(v T) error {
 	return nil
 }
 
+// endErr is what a reader gets once nothing is left to take: io.EOF after
+// completion, the failure, ErrCanceled, or nil while the stream is open.
+// Called with s.mu held.
+func (s *Stream[T]) endErr() error {
+	switch s.state {
+	case completed:
+		return io.EOF
+	case failed:
+		return s.err
+	case canceled:
+		return ErrCanceled
+	}
+	return nil
+}
+
 // ready waits until a value can be taken (true) or the stream has ended
 // with nothing left to take (false, and what Recv would return). It
 // takes nothing.
@@ -311,17 +318,9 @@ func (s *Stream[T]) ready(ctx context.Context) (bool, error) {
 			s.mu.Unlock()
 			return true, nil
 		}
-		switch s.state {
-		case completed:
-			s.mu.Unlock()
-			return false, io.EOF
-		case failed:
-			err := s.err
+		if err := s.endErr(); err != nil {
 			s.mu.Unlock()
 			return false, err
-		case canceled:
-			s.mu.Unlock()
-			return false, ErrCanceled
 		}
 		changed := s.changed
 		s.mu.Unlock()
