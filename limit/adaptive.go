@@ -137,6 +137,7 @@ type settings struct {
 	min, max, initial   float64
 	slo, window, hold   time.Duration
 	backoff, quantile   float64
+	sloQuantile         float64
 	appLimited, trigger float64
 	gain                float64
 	minSamples, steps   int
@@ -152,7 +153,7 @@ func (c Config) resolve() (settings, error) {
 		return settings{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
 	s := settings{min: DefaultMin, max: DefaultMax, window: DefaultWindow, backoff: DefaultBackoff,
-		quantile: DefaultQuantile, appLimited: DefaultAppLimited, minSamples: DefaultMinSamples,
+		quantile: DefaultQuantile, sloQuantile: 0.99, appLimited: DefaultAppLimited, minSamples: DefaultMinSamples,
 		steps: 4, trigger: 0.5, gain: 0.05, signal: c.Signal, queueAge: c.Ramp.QueueAge,
 		log: c.Logger, now: c.Now, slo: c.SLO}
 	switch {
@@ -262,6 +263,7 @@ type Adaptive struct {
 	// The sample path is lock-free: the peak, the window's histogram (one
 	// of two, swapped when a window closes) and the time the window is due.
 	peak  atomic.Int64  // most slots in use seen this window
+	wait  atomic.Int64  // longest queue wait (ns) of an admission this window
 	ticks atomic.Uint32 // completions, to read the clock on every clockEvery-th
 	due   atomic.Int64  // Unix ns when the window may close; 0 before the first event
 	cur   atomic.Pointer[histogram]
@@ -335,6 +337,16 @@ func (a *Adaptive) ObserveAdmission(e admit.AdmissionEvent) {
 	if !e.Accepted {
 		return
 	}
+	if e.Wait > 0 {
+		// Only queued admissions get here: the queue's share of the
+		// latency the SLO promises.
+		for {
+			w := a.wait.Load()
+			if int64(e.Wait) <= w || a.wait.CompareAndSwap(w, int64(e.Wait)) {
+				break
+			}
+		}
+	}
 	for {
 		p := a.peak.Load()
 		if e.Inflight <= p || a.peak.CompareAndSwap(p, e.Inflight) {
@@ -342,6 +354,11 @@ func (a *Adaptive) ObserveAdmission(e admit.AdmissionEvent) {
 		}
 	}
 }
+
+// lawMargin is the part of the hold's latency budget a law aims its
+// measure (the 90th percentile) at; the rest is room for the tail (the
+// 99th), which the SLO guard holds to the whole budget.
+const lawMargin = 0.8
 
 // clockEvery: ObserveCompletion reads the clock on one completion in
 // this many. A clock read costs more than the rest of the sample path
@@ -436,7 +453,7 @@ func (a *Adaptive) decideLocked(now time.Time) {
 	}
 	h := a.closeWindow(now)
 	samples := int(h.n.Load())
-	var lat time.Duration
+	var lat, tail time.Duration
 	if a.cfg.signal != nil {
 		var ok bool
 		if lat, ok = a.cfg.signal.Latency(now); !ok {
@@ -447,12 +464,13 @@ func (a *Adaptive) decideLocked(now time.Time) {
 			return
 		}
 		lat = h.quantile(a.cfg.quantile)
+		tail = h.quantile(a.cfg.sloQuantile)
 	}
 	inflight := a.peak.Swap(0)
 	if a.inUse != nil {
 		inflight = max(inflight, a.inUse())
 	}
-	a.step(now, Window{Latency: lat, Samples: samples, Inflight: inflight}, samples)
+	a.step(now, Window{Latency: lat, Samples: samples, Inflight: inflight}, max(tail, lat), time.Duration(a.wait.Swap(0)), samples)
 }
 
 // closeWindow starts the next window with the other, emptied histogram and
@@ -472,16 +490,33 @@ func (a *Adaptive) closeWindow(now time.Time) *histogram {
 func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
 
 // step is one decision: the law, the guardrails, the episode and the ramp.
-func (a *Adaptive) step(now time.Time, w Window, completed int) {
-	ceiling := a.cfg.slo
+func (a *Adaptive) step(now time.Time, w Window, tail, wait time.Duration, completed int) {
+	budget, ceiling := a.cfg.slo, a.cfg.slo
+	if budget > 0 && a.cfg.signal == nil {
+		// The SLO covers what the caller sees: the queue's wait and the
+		// hold. The hold gets what the queue left, at least half; the law
+		// aims its measure below that (lawMargin), so that the tail, which
+		// the guard holds to the whole budget, has room.
+		budget = max(budget-wait, budget/2)
+		ceiling = time.Duration(float64(budget) * lawMargin)
+	}
 	w.Ceiling = ceiling
-	w.Overload = ceiling > 0 && w.Latency > ceiling
+	// An overload (an episode, and a window no law learns from) is the
+	// law's measure above the budget: most requests slow. The tail above
+	// it alone is the guard's business: the limit comes down, not the
+	// whole recovery machinery.
+	w.Overload = budget > 0 && w.Latency > budget
+	tailOver := budget > 0 && tail > budget
 	old := a.limit
 	next := a.law.Next(old, w)
 	decision, why := DecisionHold, "steady"
-	if w.Overload {
+	switch {
+	case w.Overload:
 		next = math.Min(next, old*a.cfg.backoff)
 		why = "above_slo"
+	case tailOver:
+		next = math.Min(next, old*a.cfg.backoff)
+		why = "tail_above_slo"
 	}
 	if next > old && a.cfg.appLimited > 0 && float64(w.Inflight) < old*a.cfg.appLimited {
 		next, why = old, "app_limited"
@@ -492,15 +527,18 @@ func (a *Adaptive) step(now time.Time, w Window, completed int) {
 		decision, why = DecisionGrow, "law"
 	case next < old:
 		decision = DecisionShrink
-		if !w.Overload {
+		if !w.Overload && !tailOver {
 			why = "law"
 		}
 	}
 
 	switch {
 	case a.ramp.active && w.Overload:
+		// The level that overloaded is not aimed at again: the next ramp
+		// climbs to the level below it.
+		top := math.Max(a.ramp.floor, a.ramp.levelCapacity(a.ramp.level-1))
 		a.ramp.abort(now, "above_slo")
-		a.episode, a.episodeTop = true, a.ramp.target
+		a.episode, a.episodeTop = true, top
 		a.logInfo("limit: ramp aborted, overload again", "latency", w.Latency, "limit", next)
 		decision, why = DecisionRampAbort, "above_slo"
 		a.limit = next

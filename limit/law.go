@@ -91,6 +91,7 @@ func (a *AIMD) Baseline() time.Duration { return a.base }
 func (a *AIMD) Next(limit float64, w Window) float64 {
 	if !w.Overload {
 		a.minimum.observe(w.Latency, 100)
+		a.minimum.follow(limit, w.Latency)
 	}
 	a.base = capBaseline(a.minimum.value(), w.Ceiling, 1.5)
 	threshold := a.Threshold
@@ -153,6 +154,29 @@ func (v *Vegas) Baseline() time.Duration { return v.base }
 type windowedMin struct {
 	cur, prev time.Duration
 	windows   int
+
+	// The point (limit, latency) where the limit last rose or latency last
+	// fell, for follow.
+	refLimit float64
+	refLat   time.Duration
+}
+
+// follow re-anchors the minimum at the window's latency when the limit has
+// fallen by a quarter since latency last fell and latency has not fallen
+// with it. A queue the limit builds shrinks as the limit shrinks; a
+// latency that stays put is a backend that got slower, and the old
+// minimum, taken as unloaded latency, would cut the limit to its floor
+// (and the backend's throughput with it) until a period or two had passed.
+// Called on windows that are not overloaded only, after observe.
+func (m *windowedMin) follow(limit float64, d time.Duration) {
+	switch {
+	case d <= 0:
+	case m.refLimit == 0 || limit >= m.refLimit || d < m.refLat-m.refLat/20:
+		m.refLimit, m.refLat = limit, d
+	case limit <= 0.75*m.refLimit:
+		m.cur, m.prev = d, d
+		m.refLimit, m.refLat = limit, d
+	}
 }
 
 // observe records one window's latency; period < 0 never forgets.
@@ -192,6 +216,7 @@ func (v *Vegas) Next(limit float64, w Window) float64 {
 	}
 	if !w.Overload {
 		v.minimum.observe(w.Latency, probe)
+		v.minimum.follow(limit, w.Latency)
 	}
 	v.base = v.minimum.value()
 	v.base = capBaseline(v.base, w.Ceiling, 2)
@@ -277,6 +302,7 @@ func (g *Gradient2) Next(limit float64, w Window) float64 {
 	}
 	if !w.Overload {
 		g.minimum.observe(w.Latency, period)
+		g.minimum.follow(limit, w.Latency)
 	}
 	g.long = g.minimum.value()
 	g.long = capBaseline(g.long, w.Ceiling, tol)
