@@ -453,7 +453,7 @@ func (a *Adaptive) decideLocked(now time.Time) {
 	}
 	h := a.closeWindow(now)
 	samples := int(h.n.Load())
-	var lat, tail time.Duration
+	var lat, tail, mean time.Duration
 	if a.cfg.signal != nil {
 		var ok bool
 		if lat, ok = a.cfg.signal.Latency(now); !ok {
@@ -465,12 +465,13 @@ func (a *Adaptive) decideLocked(now time.Time) {
 		}
 		lat = h.quantile(a.cfg.quantile)
 		tail = h.quantile(a.cfg.sloQuantile)
+		mean = h.mean()
 	}
 	inflight := a.peak.Swap(0)
 	if a.inUse != nil {
 		inflight = max(inflight, a.inUse())
 	}
-	a.step(now, Window{Latency: lat, Samples: samples, Inflight: inflight}, max(tail, lat), time.Duration(a.wait.Swap(0)), samples)
+	a.step(now, Window{Latency: lat, Mean: mean, Samples: samples, Inflight: inflight}, max(tail, lat), time.Duration(a.wait.Swap(0)), samples)
 }
 
 // closeWindow starts the next window with the other, emptied histogram and

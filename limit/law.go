@@ -14,6 +14,10 @@ import (
 type Window struct {
 	// Latency is the window's measure.
 	Latency time.Duration
+	// Mean is the mean of the window's hold times (0 when the measure comes
+	// from a Signal). Unlike a quantile it moves with every queued request,
+	// so it tells whether latency follows the limit.
+	Mean time.Duration
 	// Samples is how many completions fed the measure (0 when the measure
 	// comes from a Signal).
 	Samples int
@@ -91,7 +95,7 @@ func (a *AIMD) Baseline() time.Duration { return a.base }
 func (a *AIMD) Next(limit float64, w Window) float64 {
 	if !w.Overload {
 		a.minimum.observe(w.Latency, 100)
-		a.minimum.follow(limit, w.Latency)
+		a.minimum.follow(limit, w)
 	}
 	a.base = capBaseline(a.minimum.value(), w.Ceiling, 1.5)
 	threshold := a.Threshold
@@ -155,27 +159,34 @@ type windowedMin struct {
 	cur, prev time.Duration
 	windows   int
 
-	// The point (limit, latency) where the limit last rose or latency last
-	// fell, for follow.
+	// The limit and mean latency when the limit last rose or the mean last
+	// moved by more than a twentieth, for follow.
 	refLimit float64
-	refLat   time.Duration
+	refMean  time.Duration
 }
 
-// follow re-anchors the minimum at the window's latency when the limit has
-// fallen by a quarter since latency last fell and latency has not fallen
-// with it. A queue the limit builds shrinks as the limit shrinks; a
-// latency that stays put is a backend that got slower, and the old
-// minimum, taken as unloaded latency, would cut the limit to its floor
-// (and the backend's throughput with it) until a period or two had passed.
-// Called on windows that are not overloaded only, after observe.
-func (m *windowedMin) follow(limit float64, d time.Duration) {
+// follow re-anchors the minimum at the window's measure d when the limit
+// has fallen by a quarter since the mean latency last rose or fell (by a
+// twentieth) and the mean has not fallen with it. A queue the limit builds
+// shrinks as the limit shrinks, and the mean with it; a mean that stays
+// put is a backend that got slower, and the old minimum, taken as unloaded
+// latency, would cut the limit to its floor (and the backend's throughput
+// with it) until a period or two had passed. (The mean, not the quantile:
+// with a fixed service time a 90th percentile is one or two service times
+// whatever the queue, as long as more than a tenth of requests queue.)
+// Called on windows that are not overloaded only, after observe. It does
+// nothing without an SLO ceiling (which bounds what a re-anchored baseline
+// may be: without one, a baseline that rises is the drift the ceiling
+// exists to stop) or without a mean (a Signal's window).
+func (m *windowedMin) follow(limit float64, w Window) {
+	mean, d := w.Mean, w.Latency
 	switch {
-	case d <= 0:
-	case m.refLimit == 0 || limit >= m.refLimit || d < m.refLat-m.refLat/20:
-		m.refLimit, m.refLat = limit, d
+	case w.Ceiling <= 0 || mean <= 0 || d <= 0:
+	case m.refLimit == 0 || limit >= m.refLimit || mean > m.refMean || mean < m.refMean-m.refMean/20:
+		m.refLimit, m.refMean = limit, mean
 	case limit <= 0.75*m.refLimit:
 		m.cur, m.prev = d, d
-		m.refLimit, m.refLat = limit, d
+		m.refLimit, m.refMean = limit, mean
 	}
 }
 
@@ -216,7 +227,7 @@ func (v *Vegas) Next(limit float64, w Window) float64 {
 	}
 	if !w.Overload {
 		v.minimum.observe(w.Latency, probe)
-		v.minimum.follow(limit, w.Latency)
+		v.minimum.follow(limit, w)
 	}
 	v.base = v.minimum.value()
 	v.base = capBaseline(v.base, w.Ceiling, 2)
@@ -302,7 +313,7 @@ func (g *Gradient2) Next(limit float64, w Window) float64 {
 	}
 	if !w.Overload {
 		g.minimum.observe(w.Latency, period)
-		g.minimum.follow(limit, w.Latency)
+		g.minimum.follow(limit, w)
 	}
 	g.long = g.minimum.value()
 	g.long = capBaseline(g.long, w.Ceiling, tol)
