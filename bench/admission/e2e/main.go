@@ -293,13 +293,19 @@ func main() {
 		}
 		stepTable(r, stepSpec{at: *stepAt, slow: *stepSlow, after: *stepAfter, factor: *stepFactor, tick: 100 * time.Millisecond}, loads, pols, *rounds, *series)
 	}
+	prioLoads := []float64{5, 10}
 	if strings.Contains(*tables, "priority") {
 		for f := range strings.SplitSeq(*criticals, ",") {
 			c, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 			if err != nil || c < 0 || c > 1 {
 				check(fmt.Errorf("-critical %q: want fractions in [0, 1]", f))
 			}
-			priorityTable(r, maxWait, c)
+			for _, load := range prioLoads {
+				if load == 10 && c > 0.16 {
+					continue // 10x with more than 15% critical is over capacity for critical work alone
+				}
+				priorityTable(r, maxWait, load, c, *rounds)
+			}
 		}
 	}
 }
@@ -348,9 +354,9 @@ func loadTable(r run, maxWait time.Duration, policies []namedPolicy, rounds int)
 	}
 }
 
-func priorityTable(r run, maxWait time.Duration, critical float64) {
-	fmt.Printf("\npriorities at 5x, %.0f%% critical, the rest sheddable\n\n", 100*critical)
-	fmt.Println("| gate | critical offered (of capacity) | critical goodput (of its offered) | sheddable goodput (of its offered) | sheddable refused: shed |")
+func priorityTable(r run, maxWait time.Duration, load, critical float64, rounds int) {
+	fmt.Printf("\npriorities at %.0fx, %.0f%% critical, the rest sheddable; %d round(s), each shown\n\n", load, 100*critical, rounds)
+	fmt.Println("| gate | critical offered (of capacity) | critical goodput (of its offered), per round | sheddable goodput (of its offered), per round | sheddable refused: shed (mean per round) |")
 	fmt.Println("|---|---|---|---|---|")
 	prio := []struct {
 		name string
@@ -362,34 +368,41 @@ func priorityTable(r run, maxWait time.Duration, critical float64) {
 			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}}},
 	}
 	for _, p := range prio {
-		cfg := p.cfg
-		classes := cfg.Name != "nocls"
-		g := mustGate(cfg)
-		pol := gated(g)
-		if !classes {
-			inner := pol
-			pol = func(ctx context.Context, _ admit.Class, b *backend) (bool, bool) {
-				return inner(ctx, admit.ClassCritical, b)
+		var crit, shed []string
+		var critOffered float64
+		var sheds uint64
+		for range rounds {
+			cfg := p.cfg
+			classes := cfg.Name != "nocls"
+			g := mustGate(cfg)
+			pol := gated(g)
+			if !classes {
+				inner := pol
+				pol = func(ctx context.Context, _ admit.Class, b *backend) (bool, bool) {
+					return inner(ctx, admit.ClassCritical, b)
+				}
 			}
-		}
-		s := r.drive(5, critical, pol)
-		var off, good [admit.NumClasses]int
-		for _, x := range s {
-			off[x.class]++
-			if x.ok {
-				good[x.class]++
+			s := r.drive(load, critical, pol)
+			var off, good [admit.NumClasses]int
+			for _, x := range s {
+				off[x.class]++
+				if x.ok {
+					good[x.class]++
+				}
 			}
-		}
-		st := g.Stats()
-		share := func(c admit.Class) float64 {
-			if off[c] == 0 {
-				return 0
+			share := func(c admit.Class) string {
+				if off[c] == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.1f", 100*float64(good[c])/float64(off[c]))
 			}
-			return 100 * float64(good[c]) / float64(off[c])
+			window := (r.duration - r.warmup).Seconds()
+			critOffered = float64(off[admit.ClassCritical]) / window / r.capacity()
+			crit, shed = append(crit, share(admit.ClassCritical)), append(shed, share(admit.ClassSheddable))
+			sheds += g.Stats().Classes[admit.ClassSheddable].Rejected[admit.ReasonShed]
 		}
-		window := (r.duration - r.warmup).Seconds()
-		fmt.Printf("| %s | %.0f%% | %.1f%% | %.1f%% | %d |\n", p.name, 100*float64(off[admit.ClassCritical])/window/r.capacity(),
-			share(admit.ClassCritical), share(admit.ClassSheddable), st.Classes[admit.ClassSheddable].Rejected[admit.ReasonShed])
+		fmt.Printf("| %s | %.0f%% | %s%% | %s%% | %d |\n", p.name, 100*critOffered,
+			strings.Join(crit, " "), strings.Join(shed, " "), sheds/uint64(rounds))
 	}
 }
 
