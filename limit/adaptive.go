@@ -61,11 +61,18 @@ type Config struct {
 	// is an error.
 	Initial int64
 
-	// SLO is the latency the service promises, and the ceiling the limit
-	// is anchored to: a window whose measure is above it is an overload,
-	// the limit shrinks by Backoff whatever the law says, and no law learns
-	// a baseline above it, so a long incident cannot make slow look normal.
-	// 0 means no ceiling (not recommended); negative is an error.
+	// SLO is the latency the service promises its callers (at the 99th
+	// percentile): the gate's queue wait plus the hold. The hold's budget
+	// is the SLO less the longest queue wait of the window, at least half
+	// of it. A window whose measure is above the budget is an overload: the
+	// limit shrinks by Backoff whatever the law says, and no law learns
+	// from it. A window whose 99th percentile is above the budget shrinks
+	// the limit by Backoff too and never grows it. The law aims at 80% of
+	// the budget, and no baseline rises above that, so a long incident
+	// cannot make slow look normal. With a Signal the SLO is a ceiling on
+	// the signal alone. Give the gate a queue wait well under the SLO
+	// (QueueWaitFor). 0 means no ceiling (not recommended); negative is an
+	// error.
 	SLO time.Duration
 	// Backoff multiplies the limit after an overloaded window. 0 means 0.9;
 	// outside (0,1) is an error.
@@ -355,6 +362,19 @@ func (a *Adaptive) ObserveAdmission(e admit.AdmissionEvent) {
 	}
 }
 
+// QueueWaitFor is the queue wait to give a gate whose Adaptive has the
+// given SLO, when nothing else says how long requests may wait: a quarter
+// of the SLO. The SLO covers the queue's wait and the hold together; the
+// Adaptive holds the hold's tail to what the queue leaves (at least half),
+// so a queue allowed to wait most of the SLO would leave the limit nothing
+// to work with. 0 for an SLO of 0 or less.
+func QueueWaitFor(slo time.Duration) time.Duration {
+	if slo <= 0 {
+		return 0
+	}
+	return slo / 4
+}
+
 // lawMargin is the part of the hold's latency budget a law aims its
 // measure (the 90th percentile) at; the rest is room for the tail (the
 // 99th), which the SLO guard holds to the whole budget.
@@ -593,6 +613,7 @@ func (a *Adaptive) step(now time.Time, w Window, tail, wait time.Duration, compl
 
 	st := &a.state
 	st.Limit, st.Latency, st.Baseline = c, w.Latency, a.law.Baseline()
+	st.Tail, st.Wait, st.Budget = tail, wait, budget
 	st.Samples, st.Inflight, st.Overload, st.Episode = w.Samples, w.Inflight, w.Overload, a.episode
 	st.Decision, st.Why, st.At = decision, why, now
 	st.Windows++

@@ -23,12 +23,14 @@ type Window struct {
 	Samples int
 	// Inflight is the most slots seen in use during the window.
 	Inflight int64
-	// Ceiling is the SLO-anchored latency ceiling (Config.SLO), or 0 when
-	// there is none. A law must never let its baseline rise above it.
+	// Ceiling is what the law should aim Latency at, at most: with an SLO
+	// (Config.SLO), 80% of the hold's budget (the SLO less the window's
+	// queue wait); with a Signal, the SLO; 0 when there is none. A law must
+	// never let its baseline rise above it.
 	Ceiling time.Duration
-	// Overload is true when Latency is above Ceiling. The Adaptive forces a
-	// decrease in that case whatever the law proposes; a law must not learn
-	// a baseline from such a window.
+	// Overload is true when Latency is above the SLO's budget for it. The
+	// Adaptive forces a decrease in that case whatever the law proposes; a
+	// law must not learn a baseline from such a window.
 	Overload bool
 }
 

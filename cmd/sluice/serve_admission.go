@@ -111,6 +111,17 @@ func (o *admissionOptions) validate(queue int) error {
 	return errors.Join(errs...)
 }
 
+// maxWait is the disk queue's wait limit: the --max-wait given or, with an
+// adaptive --limit, an --slo and a --queue but no --max-wait, the limit
+// package's share of the SLO for the queue (a quarter), so that the
+// queue's wait and the disk read fit in the SLO together.
+func (o *admissionOptions) maxWait(given time.Duration, queue int) time.Duration {
+	if given != 0 || o.law == nil || o.slo <= 0 || queue == 0 {
+		return given
+	}
+	return limit.QueueWaitFor(o.slo)
+}
+
 // observer returns the disk gate's Observer: base, plus the adaptive limit
 // when --limit asks for one.
 func (o *admissionOptions) observer(base admit.Observer, logger *slog.Logger) (admit.Observer, error) {

@@ -153,7 +153,7 @@ func (r run) driveWith(load, critical float64, pol policy, schedule func(elapsed
 		due := int(rate * now.Sub(start).Seconds())
 		for ; sent < due; sent++ {
 			class := admit.ClassSheddable
-			if float64(sent%100) < critical*100 {
+			if float64(sent%1000) < critical*1000 {
 				class = admit.ClassCritical
 			}
 			measured := now.Sub(start) >= r.warmup
@@ -233,7 +233,8 @@ func main() {
 	rounds := flag.Int("rounds", 1, "rounds per cell; the median is printed")
 	slo := flag.Duration("slo", 0, "SLO of the adaptive gate's limit (0: half the deadline)")
 	lawName := flag.String("law", "gradient2", "law of the adaptive gate: aimd, vegas or gradient2")
-	criticals := flag.String("critical", "0.3,0.15", "shares of critical traffic in the priority tables, comma-separated")
+	criticals := flag.String("critical", "0.3,0.15", "shares of critical traffic in the priority tables at 5x, comma-separated")
+	criticals10 := flag.String("critical10", "", "shares of critical traffic in the priority tables at 10x, comma-separated (none by default)")
 	tables := flag.String("tables", "load,priority", "tables to print: load, priority, step")
 	stepAt := flag.Duration("step-at", 2*time.Second, "step table: when the backend slows down")
 	stepSlow := flag.Duration("step-for", 4*time.Second, "step table: how long it stays slow")
@@ -261,7 +262,7 @@ func main() {
 			return instance{pol: gated(g), limit: g.Capacity}
 		}},
 		{"adaptive gate", func() instance {
-			g, a := adaptiveGate(r, *lawName, *slo, *slo/4)
+			g, a := adaptiveGate(r, *lawName, *slo, limit.QueueWaitFor(*slo))
 			return instance{pol: gated(g), limit: g.Capacity, adaptive: a}
 		}},
 		{"failsafe adaptive", func() instance {
@@ -293,19 +294,23 @@ func main() {
 		}
 		stepTable(r, stepSpec{at: *stepAt, slow: *stepSlow, after: *stepAfter, factor: *stepFactor, tick: 100 * time.Millisecond}, loads, pols, *rounds, *series)
 	}
-	prioLoads := []float64{5, 10}
 	if strings.Contains(*tables, "priority") {
+		for f := range strings.SplitSeq(*criticals10, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			c, err := strconv.ParseFloat(f, 64)
+			if err != nil || c < 0 || c > 1 {
+				check(fmt.Errorf("-critical10 %q: want fractions in [0, 1]", f))
+			}
+			priorityTable(r, maxWait, 10, c, *rounds)
+		}
 		for f := range strings.SplitSeq(*criticals, ",") {
 			c, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 			if err != nil || c < 0 || c > 1 {
 				check(fmt.Errorf("-critical %q: want fractions in [0, 1]", f))
 			}
-			for _, load := range prioLoads {
-				if load == 10 && c > 0.16 {
-					continue // 10x with more than 15% critical is over capacity for critical work alone
-				}
-				priorityTable(r, maxWait, load, c, *rounds)
-			}
+			priorityTable(r, maxWait, 5, c, *rounds)
 		}
 	}
 }
@@ -324,9 +329,10 @@ type instance struct {
 }
 
 // adaptiveGate is the adaptive gate as `sluice serve --limit LAW --slo SLO
-// --queue 2×slots --max-wait maxWait --work-limit 20 --limit-min 1
-// --limit-max 200` builds it: the limit's Config carries only what those
-// flags set, everything else is the limit package's defaults.
+// --queue 2×slots --work-limit 20 --limit-min 1 --limit-max 200` builds
+// it: the limit's Config carries only what those flags set, everything
+// else is the limit package's defaults, and the queue's wait is serve's
+// default with an SLO (limit.QueueWaitFor: a quarter of it).
 func adaptiveGate(r run, law string, slo, maxWait time.Duration) (*admit.Gate, *limit.Adaptive) {
 	l, err := limit.ParseLaw(law)
 	check(err)
@@ -355,9 +361,9 @@ func loadTable(r run, maxWait time.Duration, policies []namedPolicy, rounds int)
 }
 
 func priorityTable(r run, maxWait time.Duration, load, critical float64, rounds int) {
-	fmt.Printf("\npriorities at %.0fx, %.0f%% critical, the rest sheddable; %d round(s), each shown\n\n", load, 100*critical, rounds)
-	fmt.Println("| gate | critical offered (of capacity) | critical goodput (of its offered), per round | sheddable goodput (of its offered), per round | sheddable refused: shed (mean per round) |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("\npriorities at %.0fx, %g%% critical, the rest sheddable; %d round(s), each shown\n\n", load, 100*critical, rounds)
+	fmt.Println("| gate | critical offered (of capacity) | critical goodput (of its offered), per round | sheddable goodput (of its offered), per round | sheddable goodput (of capacity), per round | sheddable refused: shed (mean per round) |")
+	fmt.Println("|---|---|---|---|---|---|")
 	prio := []struct {
 		name string
 		cfg  admit.Config
@@ -368,7 +374,7 @@ func priorityTable(r run, maxWait time.Duration, load, critical float64, rounds 
 			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}}},
 	}
 	for _, p := range prio {
-		var crit, shed []string
+		var crit, shed, shedCap []string
 		var critOffered float64
 		var sheds uint64
 		for range rounds {
@@ -399,10 +405,11 @@ func priorityTable(r run, maxWait time.Duration, load, critical float64, rounds 
 			window := (r.duration - r.warmup).Seconds()
 			critOffered = float64(off[admit.ClassCritical]) / window / r.capacity()
 			crit, shed = append(crit, share(admit.ClassCritical)), append(shed, share(admit.ClassSheddable))
+			shedCap = append(shedCap, fmt.Sprintf("%.1f", 100*float64(good[admit.ClassSheddable])/window/r.capacity()))
 			sheds += g.Stats().Classes[admit.ClassSheddable].Rejected[admit.ReasonShed]
 		}
-		fmt.Printf("| %s | %.0f%% | %s%% | %s%% | %d |\n", p.name, 100*critOffered,
-			strings.Join(crit, " "), strings.Join(shed, " "), sheds/uint64(rounds))
+		fmt.Printf("| %s | %.0f%% | %s%% | %s%% | %s%% | %d |\n", p.name, 100*critOffered,
+			strings.Join(crit, " "), strings.Join(shed, " "), strings.Join(shedCap, " "), sheds/uint64(rounds))
 	}
 }
 
