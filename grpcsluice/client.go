@@ -143,7 +143,7 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		var lastErr error
 		var trailer metadata.MD
 		callOpts := append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
-		stop, err := p.Do(ctx, safe, func(n int, to retry.Timeout) retry.Outcome {
+		stop, err := p.DoUpstream(ctx, cc.Target(), safe, func(n int, to retry.Timeout) retry.Outcome {
 			actx, cancel := ctx, context.CancelFunc(nil)
 			if to.Set {
 				actx, cancel = context.WithTimeout(ctx, to.Left)
@@ -179,7 +179,7 @@ func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			lastErr error
 			cancel  context.CancelFunc
 		)
-		_, err := p.Do(ctx, false, func(n int, to retry.Timeout) retry.Outcome {
+		_, err := p.DoUpstream(ctx, cc.Target(), false, func(n int, to retry.Timeout) retry.Outcome {
 			sctx := ctx
 			if to.Set {
 				sctx, cancel = context.WithTimeout(ctx, to.Left)

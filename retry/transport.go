@@ -30,7 +30,8 @@ import (
 // http.NewRequest does for in-memory bodies). When the transport gives up on
 // such an answer it passes it up with NoRetryHeader set, so callers above
 // do not retry it again. Errors that stop the first attempt: ErrDeadline,
-// ErrThrottled, or the breaker's *admit.RejectedError.
+// ErrThrottled, or the breaker's *admit.RejectedError. With
+// Config.Breakers each request's URL.Host has its own breaker.
 type Transport struct {
 	Policy *Policy
 	// Next sends each attempt; nil means http.DefaultTransport.
@@ -55,7 +56,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		err  error
 	)
 	n := 0 // attempts made
-	stop, perr := p.Do(ctx, safe, func(attempt int, to Timeout) Outcome {
+	stop, perr := p.DoUpstream(ctx, req.URL.Host, safe, func(attempt int, to Timeout) Outcome {
 		n = attempt
 		if resp != nil { // a retry: the previous answer is discarded
 			io.CopyN(io.Discard, resp.Body, drainLimit)

@@ -411,3 +411,46 @@ func TestAttemptTimeoutValuesOwn(t *testing.T) {
 		t.Fatalf("%d results, want %d", n, workers*per)
 	}
 }
+
+// TestPerUpstreamBreakers: one Transport calls two real servers, one
+// failing, one healthy, with a breaker per host. The failing host's
+// breaker opens and refuses locally; the healthy host's calls are never
+// refused and its breaker stays closed.
+func TestPerUpstreamBreakers(t *testing.T) {
+	failing := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }}
+	healthy := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }}
+	fs, hs := serve(t, failing), serve(t, healthy)
+	var created []string
+	g, err := breaker.NewGroup(breaker.GroupConfig{Breaker: breaker.Config{Name: "up", MinCalls: 5, OpenFor: time.Minute},
+		OnNew: func(k string, b *breaker.Breaker) { created = append(created, b.Name()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := client(t, Config{Breakers: g, NoThrottle: true})
+	refused := 0
+	for range 20 {
+		if _, err := get(t, c, context.Background(), fs.URL); breaker.IsOpen(err) {
+			refused++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := get(t, c, context.Background(), hs.URL)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("healthy host: %v %v (its calls must not be refused)", resp, err)
+		}
+	}
+	if failing.n.Load() != 5 || refused != 15 || healthy.n.Load() != 20 {
+		t.Fatalf("failing host saw %d (refused locally %d), healthy saw %d: want 5, 15, 20", failing.n.Load(), refused, healthy.n.Load())
+	}
+	fb, _ := g.Lookup(strings.TrimPrefix(fs.URL, "http://"))
+	hb, _ := g.Lookup(strings.TrimPrefix(hs.URL, "http://"))
+	if fb == nil || hb == nil || fb.State() != breaker.Open || hb.State() != breaker.Closed || hb.Stats().Rejected != 0 {
+		t.Fatalf("per-host breakers %v %v: want the failing one open, the healthy one closed with no refusals", fb, hb)
+	}
+	if len(created) != 2 || created[0] != "up/"+strings.TrimPrefix(fs.URL, "http://") {
+		t.Fatalf("breakers created: %v", created)
+	}
+	if _, err := New(Config{Breaker: fb, Breakers: g}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Breaker and Breakers both set: %v, want ErrInvalidConfig", err)
+	}
+}
