@@ -150,4 +150,3 @@ func TestAmplificationGRPC(t *testing.T) {
 		})
 	}
 }
-
