@@ -154,3 +154,38 @@ func TestClientStreamsNotRetried(t *testing.T) {
 		t.Fatalf("%d server calls, %d retries: a client stream was retried", a.calls.Load(), p.Stats()[retry.EventRetry])
 	}
 }
+
+// TestClientPerTargetBreakers: one client Policy with a breaker per
+// target calls two real servers; the failing one's breaker opens and
+// refuses locally, the healthy one's calls all pass.
+func TestClientPerTargetBreakers(t *testing.T) {
+	failing := &scripted{refuse: func(int64) error { return errors.New("down") }}
+	healthy := &scripted{refuse: func(int64) error { return nil }}
+	fa := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{failing}, Bypass: noBypass}))
+	ha := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{healthy}, Bypass: noBypass}))
+	g, err := breaker.NewGroup(breaker.GroupConfig{Breaker: breaker.Config{Name: "grpc", MinCalls: 3, OpenFor: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits []time.Duration
+	p := clientPolicy(t, retry.Config{Breakers: g, NoThrottle: true}, &waits)
+	cl := mustClient(t, ClientConfig{Policy: p})
+	fc := dial(t, fa, grpc.WithUnaryInterceptor(cl.UnaryClientInterceptor()))
+	hc := dial(t, ha, grpc.WithUnaryInterceptor(cl.UnaryClientInterceptor()))
+	local := 0
+	for range 10 {
+		_, err := fc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if g := (*GaveUpError)(nil); errors.As(err, &g) && g.Stop == retry.StopBreaker {
+			local++
+		}
+		if _, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("healthy target refused: %v", err)
+		}
+	}
+	if failing.calls.Load() != 3 || local != 7 || healthy.calls.Load() != 10 {
+		t.Fatalf("failing target saw %d (refused locally %d), healthy %d: want 3, 7, 10", failing.calls.Load(), local, healthy.calls.Load())
+	}
+	if b, ok := g.Lookup("passthrough:///" + ha); !ok || b.State() != breaker.Closed || g.Len() != 2 {
+		t.Fatalf("healthy target's breaker %v (found %v), %d breakers", b, ok, g.Len())
+	}
+}
