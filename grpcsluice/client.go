@@ -293,10 +293,16 @@ func (s *retryStream) open(m any) {
 	safe := s.c.cfg.Idempotent != nil && s.c.cfg.Idempotent(s.method)
 	var lastErr error
 	stop, err := p.DoUpstream(s.ctx, s.cc.Target(), safe, func(n int, to retry.Timeout) retry.Outcome {
-		actx, cancel := context.WithCancel(s.ctx)
+		// The attempt's own context ends a failed attempt's stream; a
+		// committed one's ends with the stream (RecvMsg's error).
+		var (
+			actx   context.Context
+			cancel context.CancelFunc
+		)
 		if to.Set {
-			cancel() // replaced by the shortened one
 			actx, cancel = context.WithTimeout(s.ctx, to.Left)
+		} else {
+			actx, cancel = context.WithCancel(s.ctx)
 		}
 		cs, err := s.streamer(actx, s.desc, s.cc, s.method, s.opts...)
 		if err == nil && s.hasReq {
