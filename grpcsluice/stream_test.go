@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,5 +188,48 @@ func TestClientPerTargetBreakers(t *testing.T) {
 	}
 	if b, ok := g.Lookup("passthrough:///" + ha); !ok || b.State() != breaker.Closed || g.Len() != 2 {
 		t.Fatalf("healthy target's breaker %v (found %v), %d breakers", b, ok, g.Len())
+	}
+}
+
+// TestStreamOpenConcurrent: Header, Context, Trailer and Recv called at
+// once on a fresh server stream open it exactly once (under -race: no
+// data race on the lazily opened stream) and agree on it.
+func TestStreamOpenConcurrent(t *testing.T) {
+	a := &scripted{refuse: func(n int64) error {
+		if n == 1 {
+			return admit.NewRejectedError("g", "", admit.ReasonFull, 0, 0, time.Millisecond)
+		}
+		return nil
+	}}
+	addr := startServer(t, NewServer(ServerConfig{Admitters: []Admitter{a}, Bypass: noBypass}))
+	var waits []time.Duration
+	budget, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 1}) // one retry per call, every call
+	p := clientPolicy(t, retry.Config{MaxAttempts: 3, NoThrottle: true, Budget: budget}, &waits)
+	c := dial(t, addr, grpc.WithStreamInterceptor(mustClient(t, ClientConfig{Policy: p}).StreamClientInterceptor()))
+	for range 20 {
+		a.calls.Store(0)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var headerErr error
+		wg.Go(func() { _, headerErr = w.Header() })
+		wg.Go(func() { _ = w.Context(); _ = w.Trailer() })
+		msg, err := w.Recv()
+		wg.Wait()
+		if err != nil || headerErr != nil || msg.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Recv %v %v, Header %v", msg, err, headerErr)
+		}
+		if a.calls.Load() != 2 {
+			t.Fatalf("%d server calls, want 2 (one refused, one committed): the stream was opened more than once", a.calls.Load())
+		}
+		cancel()
+		for {
+			if _, err := w.Recv(); err != nil {
+				break
+			}
+		}
 	}
 }
