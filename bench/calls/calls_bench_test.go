@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -333,4 +334,42 @@ func BenchmarkBreakerPaired(b *testing.B) {
 	b.ReportMetric(med(sl), "sluice-ns/call")
 	b.ReportMetric(med(gl), "gobreaker-ns/call")
 	b.ReportMetric(med(diffs), "diff-ns/call")
+}
+
+// BenchmarkGroupPaired: what a per-upstream breaker costs over a single
+// one: blocks of Allow+Done on one breaker, then on Group.Get(host) of a
+// group holding 16 hosts, alternated; median per-call difference and
+// allocations of the group path.
+func BenchmarkGroupPaired(b *testing.B) {
+	single, _ := breaker.New(breaker.Config{Name: "up"})
+	g, _ := breaker.NewGroup(breaker.GroupConfig{Breaker: breaker.Config{Name: "up"}})
+	hosts := make([]string, 16)
+	for i := range hosts {
+		hosts[i] = "10.0.0." + strconv.Itoa(i) + ":8080"
+		g.Get(hosts[i])
+	}
+	one := func(br *breaker.Breaker) {
+		c, err := br.Allow()
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Done(breaker.Success)
+	}
+	const block = 512
+	var diffs []float64
+	for b.Loop() {
+		t0 := time.Now()
+		for range block {
+			one(single)
+		}
+		t1 := time.Now()
+		for i := range block {
+			one(g.Get(hosts[i%len(hosts)]))
+		}
+		t2 := time.Now()
+		diffs = append(diffs, float64(t2.Sub(t1)-t1.Sub(t0))/block)
+	}
+	slices.Sort(diffs)
+	b.ReportMetric(diffs[len(diffs)/2], "group-extra-ns/call")
+	b.ReportMetric(testing.AllocsPerRun(200, func() { one(g.Get(hosts[3])) }), "group-allocs/call")
 }
