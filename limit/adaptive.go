@@ -67,7 +67,7 @@ type Config struct {
 	// of it. A window whose measure is above the budget is an overload: the
 	// limit shrinks by Backoff whatever the law says, and no law learns
 	// from it. A window whose 99th percentile is above the budget shrinks
-	// the limit by Backoff too and never grows it. The law aims at 80% of
+	// the limit by Backoff too and never grows it. The law aims at 70% of
 	// the budget, and no baseline rises above that, so a long incident
 	// cannot make slow look normal. With a Signal the SLO is a ceiling on
 	// the signal alone. Give the gate a queue wait well under the SLO
@@ -378,7 +378,7 @@ func QueueWaitFor(slo time.Duration) time.Duration {
 // lawMargin is the part of the hold's latency budget a law aims its
 // measure (the 90th percentile) at; the rest is room for the tail (the
 // 99th), which the SLO guard holds to the whole budget.
-const lawMargin = 0.8
+const lawMargin = 0.7
 
 // clockEvery: ObserveCompletion reads the clock on one completion in
 // this many. A clock read costs more than the rest of the sample path

@@ -86,7 +86,7 @@
 //     Config.Backoff whatever the law proposes, and no law learns from it.
 //     A window whose 99th percentile alone is above the budget brings the
 //     limit down by Backoff too, and it does not grow, so the admitted
-//     tail converges under the SLO. The law aims its measure at 80% of the
+//     tail converges under the SLO. The law aims its measure at 70% of the
 //     budget (no baseline may rise above that divided by the law's
 //     tolerance), so at equilibrium the tail has room. The queue's own wait
 //     is the queue's business: QueueWaitFor (a quarter of the SLO) is the

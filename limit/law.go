@@ -24,7 +24,7 @@ type Window struct {
 	// Inflight is the most slots seen in use during the window.
 	Inflight int64
 	// Ceiling is what the law should aim Latency at, at most: with an SLO
-	// (Config.SLO), 80% of the hold's budget (the SLO less the window's
+	// (Config.SLO), 70% of the hold's budget (the SLO less the window's
 	// queue wait); with a Signal, the SLO; 0 when there is none. A law must
 	// never let its baseline rise above it.
 	Ceiling time.Duration

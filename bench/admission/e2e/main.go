@@ -153,7 +153,9 @@ func (r run) driveWith(load, critical float64, pol policy, schedule func(elapsed
 		due := int(rate * now.Sub(start).Seconds())
 		for ; sent < due; sent++ {
 			class := admit.ClassSheddable
-			if float64(sent%1000) < critical*1000 {
+			// Spread evenly: request n is critical when the running count
+			// of critical requests, n × share, steps up.
+			if math.Floor(float64(sent+1)*critical) > math.Floor(float64(sent)*critical) {
 				class = admit.ClassCritical
 			}
 			measured := now.Sub(start) >= r.warmup
