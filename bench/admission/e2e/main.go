@@ -4,8 +4,13 @@
 // adaptive sluice gate and failsafe-go's adaptive limiter, and prints
 // goodput (answers within the client's deadline, as a share of capacity)
 // and the p99 latency of admitted requests. A second table runs the
-// priority scenario: at 5× with a share of critical traffic, what each
-// class got of what it offered.
+// priority scenario: at 5× (and 10×) with a share of critical traffic,
+// what each class got of what it offered. A third (-tables step) makes the
+// backend 2× slower for a while and then well again, at a fixed offered
+// load, sampling each gate's limit, goodput and refusals every 100 ms: how
+// long the limit takes to settle, how much it swings once settled, how
+// fast goodput returns and whether the recovery refuses more than the
+// steady state did.
 //
 // The backend is what a thread-pool server is: requests that find every
 // slot taken wait in its own unbounded queue, and it finishes work whose
@@ -348,16 +353,28 @@ func adaptiveGate(r run, law string, slo, maxWait time.Duration) (*admit.Gate, *
 }
 
 func loadTable(r run, maxWait time.Duration, policies []namedPolicy, rounds int) {
-	fmt.Println("| offered | policy | goodput (of capacity) | admitted (of offered) | admitted p99 |")
+	fmt.Println("| offered | policy | goodput (of capacity) | admitted (of offered) | admitted p99 (each round) |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, load := range []float64{2, 5, 10} {
-		for _, p := range policies {
-			var rows []row
-			for range rounds {
-				rows = append(rows, r.summarize(r.drive(load, 1, p.make().pol)))
+		// Rounds interleave the policies, so a noisy moment of a shared
+		// machine hits them alike rather than one policy's every round.
+		rows := make([][]row, len(policies))
+		for range rounds {
+			for i, p := range policies {
+				rows[i] = append(rows[i], r.summarize(r.drive(load, 1, p.make().pol)))
 			}
-			m := median(rows)
-			fmt.Printf("| %.0fx | %s | %.1f%% | %.1f%% | %v |\n", load, p.name, 100*m.goodput, 100*m.admitted, m.p99.Round(100*time.Microsecond))
+		}
+		for i, p := range policies {
+			rows := rows[i]
+			// Each column's own median, and every round's p99.
+			var good, adm, p99 []float64
+			var each []string
+			for _, x := range rows {
+				good, adm, p99 = append(good, x.goodput), append(adm, x.admitted), append(p99, float64(x.p99))
+				each = append(each, fmtMs(x.p99))
+			}
+			fmt.Printf("| %.0fx | %s | %.1f%% | %.1f%% | %s (%s) |\n", load, p.name, 100*medianF(good), 100*medianF(adm),
+				fmtMs(time.Duration(medianF(p99))), strings.Join(each, " "))
 		}
 	}
 }
@@ -415,17 +432,11 @@ func priorityTable(r run, maxWait time.Duration, load, critical float64, rounds 
 	}
 }
 
-func median(rows []row) row {
-	slices.SortFunc(rows, func(a, b row) int {
-		switch {
-		case a.goodput < b.goodput:
-			return -1
-		case a.goodput > b.goodput:
-			return 1
-		}
-		return 0
-	})
-	return rows[len(rows)/2]
+func fmtMs(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 }
 
 func mustGate(cfg admit.Config) *admit.Gate {
