@@ -167,15 +167,16 @@ type windowedMin struct {
 	refMean  time.Duration
 }
 
-// follow re-anchors the minimum at the window's measure d when the limit
-// has fallen by a quarter since the mean latency last rose or fell (by a
+// follow re-anchors the minimum at the window's mean latency when the
+// limit has fallen by a quarter since the mean latency last rose or fell (by a
 // twentieth) and the mean has not fallen with it. A queue the limit builds
 // shrinks as the limit shrinks, and the mean with it; a mean that stays
 // put is a backend that got slower, and the old minimum, taken as unloaded
 // latency, would cut the limit to its floor (and the backend's throughput
 // with it) until a period or two had passed. (The mean, not the quantile:
 // with a fixed service time a 90th percentile is one or two service times
-// whatever the queue, as long as more than a tenth of requests queue.)
+// whatever the queue, as long as more than a tenth of requests queue; and
+// a window with a few queued requests must not re-anchor at their wait.)
 // Called on windows that are not overloaded only, after observe. It does
 // nothing without an SLO ceiling (which bounds what a re-anchored baseline
 // may be: without one, a baseline that rises is the drift the ceiling
@@ -187,7 +188,7 @@ func (m *windowedMin) follow(limit float64, w Window) {
 	case m.refLimit == 0 || limit >= m.refLimit || mean > m.refMean || mean < m.refMean-m.refMean/20:
 		m.refLimit, m.refMean = limit, mean
 	case limit <= 0.75*m.refLimit:
-		m.cur, m.prev = d, d
+		m.cur, m.prev = mean, mean
 		m.refLimit, m.refMean = limit, mean
 	}
 }
