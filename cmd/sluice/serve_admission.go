@@ -46,7 +46,7 @@ func addAdmissionFlags(fs *flag.FlagSet) *admissionOptions {
 	fs.StringVar(&o.limit, "limit", "fixed", "how the disk gate's capacity is set: fixed (--work-limit) or an adaptive law that follows latency: aimd, vegas or gradient2")
 	fs.Int64Var(&o.limitMin, "limit-min", 0, "smallest capacity an adaptive --limit may set (0: 1)")
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "largest capacity an adaptive --limit may set (0: 1000)")
-	fs.DurationVar(&o.slo, "slo", 0, "latency objective of disk reads: an adaptive --limit treats slower windows as overload and never learns a baseline above it (0: none)")
+	fs.DurationVar(&o.slo, "slo", 0, "latency objective (99th percentile of queue wait plus disk read): an adaptive --limit holds the reads' tail to what the queue leaves of it and never learns a baseline above it; with --queue and no --max-wait the queue waits at most a quarter of it (0: none)")
 	fs.StringVar(&o.discipline, "queue-discipline", "fifo", "order of the disk queue: fifo, lifo (newest first) or codel (short waits once the queue stands; needs --queue)")
 	fs.StringVar(&o.priorityHeader, "priority-header", "", "request header naming the request's class: critical_plus, critical, sheddable_plus or sheddable (unknown values: critical); lower classes are shed first (needs --queue)")
 	fs.Var(&o.shares, "class-share", "guaranteed minimum share of the disk gate for a class, `class=fraction` (e.g. sheddable=0.1); repeat for several classes, shares sum to 1 at most")
