@@ -135,3 +135,44 @@ func TestConcurrentObserversStress(t *testing.T) {
 		t.Errorf("gate capacity %d, state limit %d", g.Capacity(), st.Limit)
 	}
 }
+
+// TestQueueWaitPeakConcurrent: queued admissions reported from many
+// goroutines at once; the window's longest wait is the largest of them,
+// and the hold's budget is the SLO less it (at least half the SLO).
+func TestQueueWaitPeakConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		longest, budget time.Duration
+	}{{37 * time.Millisecond, 63 * time.Millisecond}, {80 * time.Millisecond, 50 * time.Millisecond}} {
+		a, err := New(Config{Law: &Gradient2{}, Initial: 10, SLO: 100 * time.Millisecond, Ramp: Ramp{Steps: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for k := range 200 {
+					w := time.Duration(k%30+i) * time.Millisecond
+					if i == 3 && k == 150 {
+						w = tc.longest
+					}
+					a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: 5, Wait: w})
+					a.ObserveCompletionAt(admit.CompletionEvent{Outcome: admit.OutcomeOK, Weight: 1, Hold: 5 * time.Millisecond}, epoch)
+				}
+			})
+		}
+		wg.Wait()
+		a.DecideAt(epoch.Add(DefaultWindow))
+		st := a.State()
+		if st.Windows != 1 || st.Wait != tc.longest || st.Budget != tc.budget {
+			t.Errorf("after %d window(s): longest wait %v, budget %v; want %v and %v", st.Windows, st.Wait, st.Budget, tc.longest, tc.budget)
+		}
+	}
+}
+
+func TestQueueWaitFor(t *testing.T) {
+	for slo, want := range map[time.Duration]time.Duration{0: 0, -time.Second: 0, 50 * time.Millisecond: 12500 * time.Microsecond, 2 * time.Second: 500 * time.Millisecond} {
+		if got := QueueWaitFor(slo); got != want {
+			t.Errorf("QueueWaitFor(%v) = %v, want %v", slo, got, want)
+		}
+	}
+}
