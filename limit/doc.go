@@ -10,7 +10,8 @@
 //		SLO: 200 * time.Millisecond, // the ceiling: see "Guardrails"
 //	})
 //	...
-//	gate, err := admit.New(admit.Config{Name: "upstream", Capacity: 32, Observer: adaptive})
+//	gate, err := admit.New(admit.Config{Name: "upstream", Capacity: 32, Observer: adaptive,
+//		MaxWaiters: 64, MaxWait: limit.QueueWaitFor(200 * time.Millisecond)}) // the queue's share of the SLO
 //	...
 //	err = adaptive.Attach(gate) // from now on adaptive sets gate's capacity
 //	...
