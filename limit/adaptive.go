@@ -563,6 +563,15 @@ func (a *Adaptive) step(now time.Time, w Window, tail, wait time.Duration, compl
 		a.logInfo("limit: ramp aborted, overload again", "latency", w.Latency, "limit", next)
 		decision, why = DecisionRampAbort, "above_slo"
 		a.limit = next
+	case a.ramp.active && tailOver && a.ramp.level > 0:
+		// The tail above the budget while the ramp climbs: one level
+		// down now, not at the end of the hold. (At the floor there is
+		// nothing below, and the first windows after an episode still
+		// hold its slow leftovers.)
+		a.ramp.back(now, "tail_above_slo")
+		a.logInfo("limit: ramp", "decision", DecisionRampBack.String(), "why", "tail_above_slo", "level", a.ramp.level, "steps", a.ramp.steps, "capacity", a.ramp.capacity())
+		decision, why = DecisionRampBack, "tail_above_slo"
+		a.limit = a.ramp.capacity()
 	case a.ramp.active:
 		var qa time.Duration
 		if a.cfg.queueAge != nil {

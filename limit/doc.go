@@ -119,7 +119,9 @@
 // latency doubled against the start of the ramp, or the oldest queued
 // request's age doubled (Ramp.QueueAge), so step back one level. A window
 // above the SLO aborts the ramp and starts a new episode, whose ramp then
-// aims no higher than the level below the one that overloaded. The ramp's level,
+// aims no higher than the level below the one that overloaded; a window
+// whose 99th percentile alone is above the budget steps the ramp back one
+// level at once. The ramp's level,
 // last decision and why are in State().Ramp, in promsluice's metrics and
 // in the log (Info).
 //

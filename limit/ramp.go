@@ -32,6 +32,15 @@ func (r *rampState) abort(now time.Time, why string) {
 	r.active, r.decision, r.why, r.since = false, DecisionRampAbort, why, now
 }
 
+// back steps the ramp down one level at once and starts the level's hold
+// afresh.
+func (r *rampState) back(now time.Time, why string) {
+	if r.level > 0 {
+		r.level--
+	}
+	r.decision, r.why, r.since, r.completed = DecisionRampBack, why, now, 0
+}
+
 func (r *rampState) capacity() float64 { return r.levelCapacity(r.level) }
 
 // levelCapacity is the capacity at a level (the floor below level 0).
