@@ -63,10 +63,11 @@ type Config struct {
 
 	// SLO is the latency the service promises its callers (at the 99th
 	// percentile): the gate's queue wait plus the hold. The hold's budget
-	// is the SLO less the longest queue wait of the window, at least half
-	// of it. A window whose measure is above the budget is an overload: the
-	// limit shrinks by Backoff whatever the law says, and no law learns
-	// from it. A window whose 99th percentile is above the budget shrinks
+	// is the SLO less the queue's wait (the longest of the window's
+	// admissions, if the previous window's was as long: one late wake-up
+	// is not a queue), at least half of it. A window whose measure is
+	// above the budget is an overload: the limit shrinks by Backoff
+	// whatever the law says, and no law learns from it. A window whose 99th percentile is above the budget shrinks
 	// the limit by Backoff too and never grows it. The law aims at 70% of
 	// the budget, and no baseline rises above that, so a long incident
 	// cannot make slow look normal. With a Signal the SLO is a ceiling on
@@ -281,8 +282,9 @@ type Adaptive struct {
 	name        string
 	inUse       func() int64
 	windowStart time.Time
-	limit       float64 // the law's limit, unrounded
-	capacity    int64   // what the target was last given
+	limit       float64       // the law's limit, unrounded
+	capacity    int64         // what the target was last given
+	lastWait    time.Duration // the previous window's longest queue wait
 	highWater   float64
 	episode     bool
 	episodeTop  float64
@@ -491,7 +493,14 @@ func (a *Adaptive) decideLocked(now time.Time) {
 	if a.inUse != nil {
 		inflight = max(inflight, a.inUse())
 	}
-	a.step(now, Window{Latency: lat, Mean: mean, Samples: samples, Inflight: inflight}, max(tail, lat), time.Duration(a.wait.Swap(0)), samples)
+	// The queue's wait is the longest of the window's admissions, but no
+	// more than the previous window's longest: one late wake-up of a
+	// waiting goroutine (on a busy machine, tens of milliseconds) must not
+	// take the hold's budget for a window; a queue that stands is there in
+	// the next window too.
+	wait := time.Duration(a.wait.Swap(0))
+	wait, a.lastWait = min(wait, a.lastWait), wait
+	a.step(now, Window{Latency: lat, Mean: mean, Samples: samples, Inflight: inflight}, max(tail, lat), wait, samples)
 }
 
 // closeWindow starts the next window with the other, emptied histogram and
