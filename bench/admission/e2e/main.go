@@ -249,6 +249,8 @@ func main() {
 	stepFactor := flag.Float64("step-factor", 2, "step table: service time multiplier while slow")
 	stepLoads := flag.String("step-loads", "2,1", "step table: offered loads (multiples of the normal capacity), comma-separated")
 	stepPolicies := flag.String("step-policies", "fixed gate,adaptive gate,failsafe adaptive", "step table: policies, comma-separated")
+	loadPolicies := flag.String("load-policies", "", "load table: policies, comma-separated (empty: all)")
+	loads := flag.String("loads", "2,5,10", "load table: offered loads, comma-separated")
 	series := flag.Bool("series", false, "step table: print each policy's time series (first round)")
 	flag.Parse()
 	r := run{slots: *slots, service: *service, timeout: *timeout, duration: *duration, warmup: *warmup}
@@ -279,7 +281,16 @@ func main() {
 	}
 	fmt.Printf("gates: queue %d, max wait %v; adaptive: %s, SLO %v, limits 1..200 from 20\n\n", 2*r.slots, maxWait, *lawName, *slo)
 	if strings.Contains(*tables, "load") {
-		loadTable(r, maxWait, policies, *rounds)
+		pols := policies
+		if *loadPolicies != "" {
+			pols = nil
+			for _, p := range policies {
+				if slices.Contains(strings.Split(*loadPolicies, ","), p.name) {
+					pols = append(pols, p)
+				}
+			}
+		}
+		loadTable(r, maxWait, pols, *rounds, *loads)
 	}
 	if strings.Contains(*tables, "step") {
 		var loads []float64
@@ -352,10 +363,14 @@ func adaptiveGate(r run, law string, slo, maxWait time.Duration) (*admit.Gate, *
 	return g, a
 }
 
-func loadTable(r run, maxWait time.Duration, policies []namedPolicy, rounds int) {
+func loadTable(r run, maxWait time.Duration, policies []namedPolicy, rounds int, loadList string) {
 	fmt.Println("| offered | policy | goodput (of capacity) | admitted (of offered) | admitted p99 (each round) |")
 	fmt.Println("|---|---|---|---|---|")
-	for _, load := range []float64{2, 5, 10} {
+	for f := range strings.SplitSeq(loadList, ",") {
+		load, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || load <= 0 {
+			check(fmt.Errorf("-loads %q: want positive multiples", f))
+		}
 		// Rounds interleave the policies, so a noisy moment of a shared
 		// machine hits them alike rather than one policy's every round.
 		rows := make([][]row, len(policies))
