@@ -8,7 +8,7 @@
 #   bench/proxy/recovery.sh      # PROXIES, RATE, DURATION to narrow it
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PROXIES=${PROXIES:-"sluice sluice-adaptive bare haproxy nginx"}
+PROXIES=${PROXIES:-"sluice sluice-adaptive bare haproxy nginx caddy caddy-maxreq"}
 RATE=${RATE:-1600}
 DURATION=${DURATION:-30s}
 export OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/sluice-proxy-recovery.XXXXXX")}
@@ -18,7 +18,7 @@ ONLY_FUNCS=1 source "$HERE/run.sh"
 echo "reports in $OUT"
 printf '%-16s %9s %9s %9s %12s %14s\n' proxy before/s slow/s after/s recovery_s refused_slow
 for px in $PROXIES; do
-	case $px in haproxy | nginx) have "$px" || { echo "skip $px (not installed)"; continue; } ;; esac
+	if peer "$px" && ! have "$px"; then echo "skip $px (not installed)"; continue; fi
 	start_backend 20ms
 	start_proxy "$px"
 	taskset -c "$DRIVER_CPU" "$OUT/sluice" load --url "http://127.0.0.1:$PPORT/" --rate "$RATE" --duration "$DURATION" \
