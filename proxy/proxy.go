@@ -187,6 +187,7 @@ func New(cfg Config) (*Proxy, error) {
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       log.New(io.Discard, "", 0),
+		BufferPool:     new(bufferPool),
 	}
 	if cfg.Logger != nil {
 		p.rp.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)
