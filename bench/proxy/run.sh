@@ -212,27 +212,38 @@ printf '%-16s %5s %8s %9s %9s %10s %12s %8s\n' proxy load offered goodput refuse
 for px in $PROXIES; do
 	if peer "$px" && ! have "$px"; then echo "skip $px (not installed)"; continue; fi
 	for m in $MULTS; do
-		start_backend 20ms
-		start_proxy "$px"
-		rate=$((CAPACITY * m))
-		metrics=()
-		case $px in sluice*) metrics=(--metrics "http://127.0.0.1:$APORT/metrics") ;; esac
-		t0=$(cpu_ticks "$PROXY_PID")
-		taskset -c "$DRIVER_CPU" "$OUT/sluice" load --url "http://127.0.0.1:$PPORT/" --rate "$rate" --duration "$DURATION" \
-			--timeout 2s --workers 1024 --p99-budget 2s --live off "${metrics[@]}" --out "$OUT/$px-$m.json" >"$OUT/$px-$m.txt" 2>&1 || true
-		t1=$(cpu_ticks "$PROXY_PID")
-		stop_all
-		python3 - "$OUT/$px-$m.json" "$px" "$m" "$((t1 - t0))" "$(getconf CLK_TCK)" <<'PY'
+		# A cell whose driver fell behind its schedule on the shared core
+		# (not because every worker waits on a stuck proxy: dropped = 0)
+		# is run once more; if it is still behind, it is marked.
+		for try in 1 2; do
+			start_backend 20ms
+			start_proxy "$px"
+			rate=$((CAPACITY * m))
+			metrics=()
+			case $px in sluice*) metrics=(--metrics "http://127.0.0.1:$APORT/metrics") ;; esac
+			t0=$(cpu_ticks "$PROXY_PID")
+			taskset -c "$DRIVER_CPU" "$OUT/sluice" load --url "http://127.0.0.1:$PPORT/" --rate "$rate" --duration "$DURATION" \
+				--timeout 2s --workers 1024 --p99-budget 2s --live off "${metrics[@]}" --out "$OUT/$px-$m.json" >"$OUT/$px-$m.txt" 2>&1 || true
+			t1=$(cpu_ticks "$PROXY_PID")
+			stop_all
+			rc=0
+			python3 - "$OUT/$px-$m.json" "$px" "$m" "$((t1 - t0))" "$(getconf CLK_TCK)" "$try" <<'PY' || rc=$?
 import json, sys
-path, px, m, ticks, hz = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+path, px, m, ticks, hz, last = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "2"
 w = json.load(open(path))["steps"][0]["windows"][0]
 c, el = w["counts"], w["elapsed_s"]
+behind = w["driver"]["limited"] and c["dropped"] == 0
+if behind and not last:
+    sys.exit(3)
 answered = c["ok"] + c["refused"] + c["http_error"]
 p99 = w["latency"]["ok_response_time"].get("p99_ms", 0)
 cpu_us = ticks / hz * 1e6 / max(answered, 1)
 print(f'{px:<16} {m+"x":>5} {c["sent"]/el:8.0f} {c["ok"]/el:9.0f} {c["refused"]/max(c["sent"],1):9.1%} {p99:10.1f} {cpu_us:12.0f} {c["dropped"]:8d}'
-      + (f'  (timeouts/errors {c["transport_error"]+c["http_error"]})' if c["transport_error"]+c["http_error"] else ''))
+      + (f'  (timeouts/errors {c["transport_error"]+c["http_error"]})' if c["transport_error"]+c["http_error"] else '')
+      + (f'  (driver behind schedule: lag p99 {w["driver"]["schedule_lag"]["p99_ms"]:.0f} ms)' if behind else ''))
 PY
+			[ "$rc" = 3 ] || break
+		done
 	done
 done
 
@@ -297,6 +308,16 @@ if "bare" in res:
         rs = [a[0] / b[0] for a, b in zip(res[px], res["bare"]) if a and b and b[0]]
         if rs:
             print(f"{px:<10} / bare = {statistics.median(rs):.2f}  rounds " + " ".join(f"{x:.2f}" for x in rs))
+    # The proxy's own CPU per response moves far less with the machine's
+    # load than throughput does: bare's CPU / this proxy's is the
+    # throughput ratio the two would have on a core of their own.
+    print("per-round CPU ratio, bare's CPU per response / this proxy's (median):")
+    for px in pxs:
+        if px == "bare":
+            continue
+        rs = [b[2] / a[2] for a, b in zip(res[px], res["bare"]) if a and b and a[2]]
+        if rs:
+            print(f"{px:<10} bare/this = {statistics.median(rs):.2f}  rounds " + " ".join(f"{x:.2f}" for x in rs))
 if "sluice" in res and "caddy" in res:
     rs = [a[0] / b[0] for a, b in zip(res["sluice"], res["caddy"]) if a and b and b[0]]
     print(f"sluice / caddy = {statistics.median(rs):.2f}  rounds " + " ".join(f"{x:.2f}" for x in rs))
