@@ -32,6 +32,7 @@ type Proxy struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	handler  http.Handler
+	unrouted http.Handler // requests no route takes: classified, then admitted
 	upstream *gateSet
 	routes   []*route
 	breaker  *breaker.Breaker
@@ -51,10 +52,23 @@ type route struct {
 	handler http.Handler
 }
 
-// gateSet is a gate and the adaptive limit moving it (nil when fixed).
+// gateSet is a gate, the adaptive limit moving it (nil when fixed) and
+// the queue rules it was built with (for /state).
 type gateSet struct {
 	gate     *admit.Gate
 	adaptive *limit.Adaptive
+	queueing Queueing
+	shares   admit.ClassShares
+	classify func(http.Handler) http.Handler // nil without a priority header
+}
+
+// classified is h behind classify, the middleware that puts the class
+// from a priority header in the request's context (none: h alone).
+func classified(classify func(http.Handler) http.Handler, h http.HandlerFunc) http.Handler {
+	if classify == nil {
+		return h
+	}
+	return classify(h)
 }
 
 // ctxKey carries the matched route to the ReverseProxy's hooks.
@@ -87,6 +101,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.Limit.check(cfg.MaxInflight); err != nil {
 		return nil, fmt.Errorf("%w: upstream limit: %v", ErrInvalidConfig, err)
 	}
+
 	if err := checkRoutes(cfg.Routes); err != nil {
 		return nil, err
 	}
@@ -110,18 +125,25 @@ func New(cfg Config) (*Proxy, error) {
 		p.now = time.Now
 	}
 	var err error
-	if p.upstream, err = newGateSet(GateUpstream, cfg.MaxInflight, cfg.Queue, cfg.MaxWait, cfg.Limit, cfg.Observer, cfg.Logger); err != nil {
+	if p.upstream, err = newGateSet(GateUpstream, cfg.MaxInflight, cfg.Queue, cfg.MaxWait, cfg.Limit, cfg.Queueing, cfg.Observer, cfg.Logger); err != nil {
 		return nil, err
 	}
+	p.unrouted = classified(p.upstream.classify, func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, nil) })
 	for _, rc := range cfg.Routes {
 		rt := &route{Route: rc, host: strings.ToLower(rc.Host)}
 		rt.Cost = max(rt.Cost, 1)
+		// A request's class comes from its route's priority header, or
+		// else from the upstream gate's.
+		classify := p.upstream.classify
 		if rc.MaxInflight > 0 {
-			if rt.gates, err = newGateSet(rc.Name, rc.MaxInflight, rc.Queue, time.Duration(rc.MaxWait), rc.Limit, cfg.Observer, cfg.Logger); err != nil {
+			if rt.gates, err = newGateSet(rc.Name, rc.MaxInflight, rc.Queue, time.Duration(rc.MaxWait), rc.Limit, rc.Queueing, cfg.Observer, cfg.Logger); err != nil {
 				return nil, err
 			}
+			if rt.gates.classify != nil {
+				classify = rt.gates.classify
+			}
 		}
-		rt.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, rt) })
+		rt.handler = classified(classify, func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, rt) })
 		if q := rc.Quota; q != nil {
 			if rt.quota, err = quota.New(quota.Config{Name: rc.Name + quotaSuffix, Rate: q.Rate, Burst: q.Burst, MaxKeys: q.MaxKeys}); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
@@ -212,8 +234,12 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l Limit, obs admit.Observer, logger *slog.Logger) (*gateSet, error) {
-	gs := &gateSet{}
+func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l Limit, q Queueing, obs admit.Observer, logger *slog.Logger) (*gateSet, error) {
+	compiled, err := q.compile(queue)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
+	}
+	gs := &gateSet{queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}
 	if l.Adaptive() {
 		law, err := limit.ParseLaw(l.Law)
 		if err != nil {
@@ -235,7 +261,9 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 	if queue == 0 {
 		maxWait = 0
 	}
-	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs})
+	pol := compiled.Policy
+	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
+		Discipline: pol.Discipline, ClassShares: pol.ClassShares, ContextClass: pol.ContextClass})
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
@@ -291,10 +319,10 @@ func (rt *route) matches(r *http.Request) bool {
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	rt := p.match(r)
 	if rt == nil {
-		p.admitted(w, r, nil)
+		p.unrouted.ServeHTTP(w, r)
 		return
 	}
-	rt.handler.ServeHTTP(w, r) // the route's quota, then admitted
+	rt.handler.ServeHTTP(w, r) // the route's quota, class, then admitted
 }
 
 // admitted takes the route's gate and the upstream gate, then proxies.

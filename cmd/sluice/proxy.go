@@ -71,6 +71,7 @@ type proxyOptions struct {
 	ejectAfter    int
 	ejectFor      time.Duration
 	staleIfError  time.Duration
+	queueFlags    // --queue-discipline, --priority-header, --class-share: as serve's
 }
 
 func (o *proxyOptions) register(fs *flag.FlagSet) {
@@ -88,6 +89,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.headerTimeout, "upstream-timeout", proxy.DefaultHeaderTimeout, "longest wait for the upstream's response headers, per attempt")
 	fs.IntVar(&o.ejectAfter, "eject-after", proxy.DefaultEjectAfter, "consecutive failures (no connection, 502, 504) that eject an upstream instance (0: never)")
 	fs.DurationVar(&o.ejectFor, "eject-for", proxy.DefaultEjectFor, "how long an ejected instance gets no traffic")
+	o.queueFlags.register(fs, "upstream")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
 }
 
@@ -125,6 +127,9 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	} else if o.limitMin != 0 || o.limitMax != 0 || o.slo != 0 {
 		errs = append(errs, errors.New("--limit-min, --limit-max and --slo need an adaptive --limit"))
 	}
+	if _, err := o.queueFlags.compile(o.queue); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return proxy.Config{}, err
 	}
@@ -134,6 +139,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		Queue:         o.queue,
 		MaxWait:       o.maxWait,
 		Limit:         proxy.Limit{Law: o.law, Min: o.limitMin, Max: o.limitMax, SLO: proxy.Duration(o.slo)},
+		Queueing:      proxy.Queueing{Discipline: o.discipline, PriorityHeader: o.priorityHeader, ClassShares: o.shares.raw},
 		MaxAttempts:   o.retries,
 		NoBreaker:     !o.breaker,
 		HeaderTimeout: o.headerTimeout,

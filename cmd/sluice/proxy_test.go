@@ -24,6 +24,10 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 	if err := os.WriteFile(badRules, []byte(`{"routes":[{"name":"a","cost":-1}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	badQueueing := filepath.Join(dir, "badq.json")
+	if err := os.WriteFile(badQueueing, []byte(`{"routes":[{"name":"a","max_inflight":2,"queue":2,"class_shares":["sheddable=0.1"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	up := []string{"--upstream", "http://127.0.0.1:9"}
 	tests := []struct {
 		name string
@@ -46,6 +50,16 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 		{"bad quota", append(up, "--quota", "name=q"), nil, "missing rate"},
 		{"bad env twin", nil, map[string]string{"SLUICE_UPSTREAM": "nope"}, "SLUICE_UPSTREAM"},
 		{"positional", append(up, "extra"), nil, `unexpected argument "extra"`},
+		{"bad discipline", append(up, "--queue", "4", "--queue-discipline", "stack"), nil, `--queue-discipline "stack"`},
+		{"discipline without queue", append(up, "--queue-discipline", "lifo"), nil, "--queue-discipline lifo needs --queue"},
+		{"bad priority header", append(up, "--queue", "4", "--priority-header", "X P"), nil, `--priority-header "X P"`},
+		{"priority header without queue", append(up, "--priority-header", "X-P"), nil, "--priority-header needs --queue"},
+		{"share unknown class", append(up, "--queue", "4", "--priority-header", "P", "--class-share", "bulk=0.1"), nil, `unknown class "bulk"`},
+		{"shares sum", append(up, "--queue", "4", "--priority-header", "P", "--class-share", "sheddable=0.6", "--class-share", "critical=0.6"), nil, "more than 1"},
+		{"share without header", append(up, "--queue", "4", "--class-share", "sheddable=0.1"), nil, "--class-share needs --priority-header"},
+		{"bad discipline twin", append(up, "--queue", "4"), map[string]string{"SLUICE_QUEUE_DISCIPLINE": "stack"}, `--queue-discipline "stack"`},
+		{"bad share twin", append(up, "--queue", "4", "--priority-header", "P"), map[string]string{"SLUICE_CLASS_SHARE": "sheddable=2"}, "SLUICE_CLASS_SHARE"},
+		{"bad route queueing", append(up, "--config", badQueueing), nil, "class_shares needs priority_header"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,6 +270,163 @@ func TestProxyHostileClientsReleaseSlots(t *testing.T) {
 		c.Close()
 	}
 	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// TestProxyPriorityAndDisciplines runs `sluice proxy` with
+// --priority-header on a queued upstream gate and routes with their own
+// disciplines: under pressure the newest sheddable request is refused with
+// reason shed (and counted under its gate) while the critical one is
+// served first; /state shows each gate's discipline, classes and queue age.
+func TestProxyPriorityAndDisciplines(t *testing.T) {
+	entered, pass := make(chan string, 8), make(chan struct{}, 8)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- r.URL.Path
+		select {
+		case <-pass:
+			fmt.Fprint(w, "ok")
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	rules := filepath.Join(t.TempDir(), "routes.json")
+	if err := os.WriteFile(rules, []byte(`{"routes":[
+		{"name":"recent","path":"/recent","max_inflight":2,"queue":4,"queue_discipline":"lifo"},
+		{"name":"steady","path":"/steady","max_inflight":2,"queue":4,"queue_discipline":"codel","priority_header":"X-Tier","class_shares":["sheddable=0.5"]}
+	]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := env{stdout: &out, stderr: &out, getenv: func(k string) string {
+			return map[string]string{"SLUICE_PRIORITY_HEADER": "X-Priority"}[k]
+		}}
+		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+			"--config", rules, "--max-inflight", "1", "--queue", "2", "--max-wait", "10s", "--class-share", "critical_plus=0.1",
+			"--shutdown-timeout", "2s", "--drain-delay", "0s"})
+	}()
+	rec := logRecord(t, &out, "proxying")
+	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	type answer struct {
+		code int
+		body string
+	}
+	send := func(path, class string) <-chan answer {
+		ch := make(chan answer, 1)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if class != "" {
+			req.Header.Set("X-Priority", class)
+		}
+		go func() {
+			resp, err := c.Do(req)
+			if err != nil {
+				ch <- answer{code: -1, body: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			ch <- answer{resp.StatusCode, string(b)}
+		}()
+		return ch
+	}
+	type gateState struct {
+		Discipline      string  `json:"discipline"`
+		Waiting         int64   `json:"waiting"`
+		QueueAgeSeconds float64 `json:"queue_age_seconds"`
+		PriorityHeader  string  `json:"priority_header"`
+		Classes         []struct {
+			Class string
+			Share float64
+			Shed  uint64
+		} `json:"classes"`
+	}
+	var st struct {
+		Extra struct {
+			Proxy struct {
+				Upstream gateState `json:"upstream_gate"`
+				Routes   []struct {
+					Name string
+					Gate *gateState
+				}
+			} `json:"proxy"`
+		} `json:"extra"`
+	}
+	readState := func() {
+		t.Helper()
+		resp, err := c.Get("http://" + admin + "/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		st.Extra.Proxy.Upstream = gateState{}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitQueued := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for readState(); st.Extra.Proxy.Upstream.Waiting != n; readState() {
+			if time.Now().After(deadline) {
+				t.Fatalf("upstream gate: %d waiting, want %d", st.Extra.Proxy.Upstream.Waiting, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	c0 := send("/c0", "")
+	if p := <-entered; p != "/c0" {
+		t.Fatalf("first request reached the upstream as %q", p)
+	}
+	s1 := send("/s1", "sheddable")
+	waitQueued(1)
+	s2 := send("/s2", "sheddable")
+	waitQueued(2)
+	c3 := send("/c3", "critical")
+	if a := <-s2; a.code != 503 || !strings.Contains(a.body, `"gate":"upstream","reason":"shed"`) {
+		t.Fatalf("the newest sheddable request under pressure: %d %s; want 503 from the upstream gate, reason shed", a.code, a.body)
+	}
+	waitQueued(2)
+	u := st.Extra.Proxy.Upstream
+	if u.Discipline != "fifo" || u.PriorityHeader != "X-Priority" || u.QueueAgeSeconds <= 0 || len(u.Classes) != 4 ||
+		u.Classes[0].Share != 0.1 || u.Classes[3].Class != "sheddable" || u.Classes[3].Shed != 1 {
+		t.Fatalf("upstream gate in /state: %+v", u)
+	}
+	routes := st.Extra.Proxy.Routes
+	if len(routes) != 2 || routes[0].Gate.Discipline != "lifo" || routes[0].Gate.Classes != nil ||
+		routes[1].Gate.Discipline != "codel" || routes[1].Gate.PriorityHeader != "X-Tier" || routes[1].Gate.Classes[3].Share != 0.5 {
+		t.Fatalf("routes in /state: %+v", routes)
+	}
+	pass <- struct{}{}
+	if p := <-entered; p != "/c3" {
+		t.Fatalf("after /c0, %q reached the upstream; want the critical /c3 before the older sheddable /s1", p)
+	}
+	pass <- struct{}{}
+	<-entered
+	pass <- struct{}{}
+	for name, ch := range map[string]<-chan answer{"c0": c0, "s1": s1, "c3": c3} {
+		if a := <-ch; a.code != 200 {
+			t.Errorf("%s: %d %s; want 200", name, a.code, a.body)
+		}
+	}
+	resp, err := c.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `sluice_admission_rejected_total{gate="upstream",kind="default",reason="shed"} 1`) {
+		t.Fatalf("the shed request is not counted:\n%s", grepLines(string(metrics), "rejected_total"))
+	}
+	tr.CloseIdleConnections()
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, out.String())
