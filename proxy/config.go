@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/redisquota"
 )
 
 // Defaults for the zero Config.
@@ -91,6 +92,15 @@ type Config struct {
 	// class from a header (needs Queue). The zero value is FIFO with every
 	// request critical.
 	Queueing Queueing
+
+	// FleetQuotas, when set, is the template of the routes' fleet
+	// quotas: a route quota whose Scope is "fleet", or empty, is a
+	// redisquota.Quota built from it, with the route's Name, Rate, Burst
+	// and MaxKeys, so its rate holds across every proxy sharing the Redis
+	// (Client, Mode, Fallback, Instances, Timeout... as the template has
+	// them). Nil: every route quota is local to this process, and a Scope
+	// of "fleet" is an error.
+	FleetQuotas *redisquota.Config
 
 	// Routes are matched in order; the first whose Host, Methods and
 	// PathPrefix all match takes the request. A request no route matches
@@ -225,6 +235,10 @@ type Route struct {
 	Quota *RouteQuota `json:"quota,omitempty"`
 }
 
+// QuotaName is the name of the route's quota (refusals, metrics, fleet
+// keys): the route's name and "-quota".
+func (rt Route) QuotaName() string { return rt.Name + quotaSuffix }
+
 // RouteQuota is a per-client rate quota on one route (package quota).
 type RouteQuota struct {
 	// Rate is tokens per second per key, above zero.
@@ -235,7 +249,17 @@ type RouteQuota struct {
 	Key string `json:"key,omitempty"`
 	// MaxKeys bounds the key table; 0 means quota's default.
 	MaxKeys int `json:"max_keys,omitempty"`
+	// Scope is "local" (this process's own buckets), "fleet" (shared
+	// through Config.FleetQuotas: `sluice proxy --quota-redis`) or empty:
+	// fleet when the proxy has FleetQuotas, else local.
+	Scope string `json:"scope,omitempty"`
 }
+
+// Quota scopes (RouteQuota.Scope).
+const (
+	ScopeLocal = "local"
+	ScopeFleet = "fleet"
+)
 
 // Duration is a time.Duration written in JSON as a Go duration string
 // ("250ms", "2s").
@@ -366,6 +390,9 @@ func (rt *Route) check() error {
 		}
 		if _, err := keyHeader(q.Key); err != nil {
 			return err
+		}
+		if q.Scope != "" && q.Scope != ScopeLocal && q.Scope != ScopeFleet {
+			return fmt.Errorf("quota scope %q: want local or fleet", q.Scope)
 		}
 	}
 	return nil

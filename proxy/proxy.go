@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/redisquota"
 	"github.com/sluicehq/sluice/retry"
 )
 
@@ -48,8 +49,15 @@ type route struct {
 	Route
 	host    string // lower-case, port-less
 	gates   *gateSet
-	quota   *quota.Quota
+	quota   routeLimiter // nil without a quota
+	fleet   *redisquota.Quota
 	handler http.Handler
+}
+
+// routeLimiter is a route's quota, local or fleet.
+type routeLimiter interface {
+	quota.Limiter
+	Stats() quota.Stats
 }
 
 // gateSet is a gate, the adaptive limit moving it (nil when fixed) and
@@ -145,7 +153,7 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		rt.handler = classified(classify, func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, rt) })
 		if q := rc.Quota; q != nil {
-			if rt.quota, err = quota.New(quota.Config{Name: rc.Name + quotaSuffix, Rate: q.Rate, Burst: q.Burst, MaxKeys: q.MaxKeys}); err != nil {
+			if err := p.newRouteQuota(rt); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 			}
 			name, _ := keyHeader(q.Key)
@@ -156,8 +164,9 @@ func New(cfg Config) (*Proxy, error) {
 			cost := rt.Cost
 			if rt.handler, err = httpgate.Quota(httpgate.QuotaConfig{
 				Limiter: rt.quota, Key: key,
-				Cost:    func(*http.Request) int { return cost },
-				Refusal: p.refuse,
+				Cost: func(*http.Request) int { return cost },
+				// The default refusal: the quota's Stats count it (see
+				// QuotaStats), so p.refuse must not count it again.
 			}, rt.handler); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 			}
@@ -222,6 +231,31 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p.handler = mw.Lazy(http.HandlerFunc(p.serve))
 	return p, nil
+}
+
+// newRouteQuota builds rt's quota: a fleet quota from the template when
+// the route's scope asks for one (or leaves it to the proxy and the proxy
+// has one), else a local one.
+func (p *Proxy) newRouteQuota(rt *route) error {
+	q := rt.Quota
+	qc := quota.Config{Name: rt.Name + quotaSuffix, Rate: q.Rate, Burst: q.Burst, MaxKeys: q.MaxKeys}
+	fleet := p.cfg.FleetQuotas
+	switch {
+	case q.Scope == ScopeFleet && fleet == nil:
+		return errors.New("quota scope fleet needs a fleet store (sluice proxy --quota-redis)")
+	case q.Scope == ScopeLocal || fleet == nil:
+		lq, err := quota.New(qc)
+		rt.quota = lq
+		return err
+	}
+	fc := *fleet
+	fc.Name, fc.Rate, fc.Burst, fc.MaxKeys = qc.Name, qc.Rate, qc.Burst, qc.MaxKeys
+	if fc.Logger == nil {
+		fc.Logger = p.logger
+	}
+	fq, err := redisquota.New(fc)
+	rt.quota, rt.fleet = fq, fq
+	return err
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -420,7 +454,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // refuse writes the sluice contract's refusal and counts it when no gate
-// counted it already (quotas, the breaker, the retry policy).
+// counted it already (the breaker, the retry policy). Quotas answer their
+// refusals themselves and count them in their Stats.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	var rej *admit.RejectedError
 	if errors.As(err, &rej) && !p.isGate(rej.Gate()) {
@@ -593,7 +628,8 @@ func (p *Proxy) Breaker() *breaker.Breaker { return p.breaker }
 func (p *Proxy) Policy() *retry.Policy { return p.policy }
 
 // QuotaStats returns the routes' quota counters (for
-// promsluice.NewQuotaMetrics).
+// promsluice.NewQuotaMetrics and promsluice.QuotaRefusals), local and
+// fleet alike.
 func (p *Proxy) QuotaStats() []func() quota.Stats {
 	var out []func() quota.Stats
 	for _, rt := range p.routes {
@@ -633,17 +669,19 @@ func (c *refusalCounts) add(gate string, r admit.Reason) {
 	n.Add(1)
 }
 
-// Refusal is a count of refusals made by a point that is not a gate: a
-// route quota (reason rate), the breaker (breaker_open), the retry policy
-// (shed when throttled, deadline).
+// Refusal is a count of refusals made by a point that is neither a gate
+// nor a quota: the breaker (breaker_open), the retry policy (shed when
+// throttled, deadline).
 type Refusal struct {
 	Gate   string `json:"gate"`
 	Reason string `json:"reason"`
 	Count  uint64 `json:"count"`
 }
 
-// Refusals returns the counts of refusals made outside gates, so that
-// together with the gates' own counters every refusal is attributable.
+// Refusals returns the counts of refusals made outside gates and quotas,
+// so that together with the gates' counters and the quotas' Stats
+// (QuotaStats) every refusal is attributable: `sluice proxy` hands both
+// to promsluice.GateMetrics.AddRefusals.
 func (p *Proxy) Refusals() []Refusal {
 	p.refusals.mu.Lock()
 	defer p.refusals.mu.Unlock()

@@ -126,17 +126,12 @@ func TestRouteRules(t *testing.T) {
 	if st.Upstream.Inflight != 4 {
 		t.Fatalf("upstream gate inflight %d, want 4", st.Upstream.Inflight)
 	}
-	var quotaRefused uint64
-	for _, r := range st.Refusals {
-		if r.Gate == "search-quota" && r.Reason == "rate" {
-			quotaRefused = r.Count
-		}
-	}
-	if quotaRefused != 1 {
-		t.Fatalf("refusals outside gates %+v: want search/rate = 1", st.Refusals)
-	}
-	if len(st.Routes) != 4 || st.Routes[0].Gate == nil || st.Routes[0].Gate.Inflight != 1 || st.Routes[2].Quota == nil {
+	if len(st.Routes) != 4 || st.Routes[0].Gate == nil || st.Routes[0].Gate.Inflight != 1 || st.Routes[2].Quota == nil ||
+		st.Routes[2].Quota.Limited != 1 || st.Routes[2].QuotaScope != ScopeLocal {
 		t.Fatalf("state routes: %+v", st.Routes)
+	}
+	if len(st.Refusals) != 0 {
+		t.Fatalf("refusals outside gates and quotas %+v: want none (the quota counts its own)", st.Refusals)
 	}
 }
 

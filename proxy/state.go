@@ -4,6 +4,7 @@ import (
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/redisquota"
 )
 
 // State is the proxy's part of the admin /state: each route's rule, gate,
@@ -74,6 +75,10 @@ type RouteState struct {
 	Cost    int          `json:"cost"`
 	Gate    *GateState   `json:"gate,omitempty"`
 	Quota   *quota.Stats `json:"quota,omitempty"`
+	// QuotaScope is local or fleet; Fleet is a fleet quota's state
+	// (store health, mode, clock skew).
+	QuotaScope string            `json:"quota_scope,omitempty"`
+	Fleet      *redisquota.State `json:"fleet,omitempty"`
 }
 
 // StaleState is the stale-if-error store's size.
@@ -120,7 +125,11 @@ func (p *Proxy) State() State {
 		}
 		if rt.quota != nil {
 			qs := rt.quota.Stats()
-			rs.Quota = &qs
+			rs.Quota, rs.QuotaScope = &qs, ScopeLocal
+		}
+		if rt.fleet != nil {
+			fs := rt.fleet.State()
+			rs.Fleet, rs.QuotaScope = &fs, ScopeFleet
 		}
 		st.Routes = append(st.Routes, rs)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -213,6 +214,16 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err := so.connConfig().Validate(); err != nil {
 		return fail(exitUsage, fmt.Errorf("--max-conns %d: %v", so.maxConns, err))
 	}
+	if err := checkQuotaNames(quotas.quotas, cfg.Routes); err != nil {
+		return fail(exitUsage, err)
+	}
+	defer quotas.close()
+	// Route quotas share --quota-redis and its companions with --quota.
+	if hasRouteQuota(cfg.Routes) {
+		if cfg.FleetQuotas, err = quotas.fleet(logger); err != nil {
+			return fail(exitUsage, err)
+		}
+	}
 	gm := promsluice.NewGateMetrics()
 	cfg.Observer = gm
 	p, err := proxy.New(cfg)
@@ -222,11 +233,12 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	defer p.Close()
 	so.warn(logger, po.maxInflight)
 	collectors := proxyCollectors(p)
+	quotas.routeQuotas = p.QuotaStats()                            // exported with --quota's
 	handler, collectors, err := quotas.wrap(logger, p, collectors) // --quota: 429 before any route
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	defer quotas.close()
+	attributeRefusals(gm, p, quotas.sources)
 	extras := map[string]func() any{"proxy": func() any { return p.State() }}
 	for name, f := range quotas.states {
 		extras[name] = f
@@ -260,8 +272,8 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	return serveUntilDone(ctx, e, "proxy", srv, logger)
 }
 
-// proxyCollectors exports the breaker, the retry policy, adaptive limits,
-// route quotas, and the refusals made outside gates.
+// proxyCollectors exports the breaker, the retry policy and adaptive
+// limits (the quotas, route and --quota, are exported by quotas.wrap).
 func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 	var cs []prometheus.Collector
 	if b := p.Breaker(); b != nil {
@@ -279,26 +291,47 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 		}
 		cs = append(cs, lm)
 	}
-	if qs := p.QuotaStats(); len(qs) > 0 {
-		cs = append(cs, promsluice.NewQuotaMetrics(qs...))
-	}
-	return append(cs, refusalCollector{p})
+	return cs
 }
 
-// refusalCollector adds the proxy's refusals made outside gates (route
-// quotas, the breaker, the retry policy) to
-// sluice_admission_rejected_total, so `sluice load --metrics` attributes
-// them like gate refusals. It describes nothing (an unchecked collector):
-// the family is GateMetrics', and these series carry gate names no gate
-// uses, so the two never collide.
-type refusalCollector struct{ p *proxy.Proxy }
+// attributeRefusals puts the refusals made outside gates in
+// sluice_admission_rejected_total (through the one collector that owns
+// it), so `sluice load --metrics` attributes every refusal the proxy makes
+// to the gate its answer names: quotas, route and --quota alike (rate,
+// full, breaker_open), the breaker and the retry policy.
+func attributeRefusals(gm *promsluice.GateMetrics, p *proxy.Proxy, quotas []func() quota.Stats) {
+	gm.AddRefusals(promsluice.QuotaRefusals(quotas...))
+	gm.AddRefusals(func() []promsluice.Refusal {
+		rs := p.Refusals()
+		out := make([]promsluice.Refusal, len(rs))
+		for i, r := range rs {
+			out[i] = promsluice.Refusal{Gate: r.Gate, Reason: r.Reason, Count: r.Count}
+		}
+		return out
+	})
+}
 
-var refusalDesc = prometheus.NewDesc("sluice_admission_rejected_total", "Attempts refused, by reason.", []string{"gate", "kind", "reason"}, nil)
-
-func (refusalCollector) Describe(chan<- *prometheus.Desc) {}
-
-func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, r := range c.p.Refusals() {
-		ch <- prometheus.MustNewConstMetric(refusalDesc, prometheus.CounterValue, float64(r.Count), r.Gate, "default", r.Reason)
+func hasRouteQuota(routes []proxy.Route) bool {
+	for _, rt := range routes {
+		if rt.Quota != nil {
+			return true
+		}
 	}
+	return false
+}
+
+// checkQuotaNames refuses a --quota named like a route's gate or quota or
+// one of the proxy's own refusal points: their refusals, metrics and
+// fleet keys would be mixed up.
+func checkQuotaNames(quotas quotaList, routes []proxy.Route) error {
+	taken := map[string]bool{proxy.GateUpstream: true, proxy.GateBreaker: true, proxy.GateRetry: true}
+	for _, rt := range routes {
+		taken[rt.Name], taken[rt.QuotaName()] = true, true
+	}
+	for _, q := range quotas {
+		if taken[q.name] {
+			return fmt.Errorf("--quota name=%s: the name of a gate or route quota of the proxy; pick another", q.name)
+		}
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/load"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -427,6 +428,65 @@ func TestProxyPriorityAndDisciplines(t *testing.T) {
 		t.Fatalf("the shed request is not counted:\n%s", grepLines(string(metrics), "rejected_total"))
 	}
 	tr.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// TestProxyRefusalsAttributedByLoad runs `sluice load --metrics` against a
+// `sluice proxy` whose global --quota and route quota refuse: every
+// refusal in the report is attributed, to the quota its answer names.
+func TestProxyRefusalsAttributedByLoad(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer up.Close()
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "routes.json")
+	if err := os.WriteFile(rules, []byte(`{"routes":[{"name":"search","path":"/search","quota":{"rate":1,"burst":1}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+			"--config", rules, "--quota", "name=global,rate=20/s,burst=20,key=ip", "--shutdown-timeout", "2s", "--drain-delay", "0s"})
+	}()
+	rec := logRecord(t, &out, "proxying")
+	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	report := filepath.Join(dir, "report.json")
+	code, stdout, stderr := runCmd(context.Background(), nil, "load", "--url", "http://"+addr+"/", "--url", "http://"+addr+"/search",
+		"--rate", "200", "--duration", "1s", "--metrics", "http://"+admin+"/metrics", "--max-lag", "1s", "--live", "off", "--out", report)
+	if code == exitUsage {
+		t.Fatalf("load: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r, err := load.ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.Steps[0].Windows[0]
+	m := w.Metrics
+	if m == nil || m.Error != "" {
+		t.Fatalf("no metrics in the report: %+v", m)
+	}
+	byGate := map[string]float64{}
+	for _, rj := range m.Rejections {
+		byGate[rj.Gate+"/"+rj.Reason] += rj.Delta
+	}
+	if w.Counts.Refused == 0 || byGate["global/rate"] == 0 || byGate["search-quota/rate"] == 0 {
+		t.Fatalf("refused %d; server rejections %v: want refusals by both quotas\n%s", w.Counts.Refused, byGate, stdout)
+	}
+	if m.Unattributed != 0 || m.Attributed != w.Counts.Refused {
+		t.Fatalf("refused %d, attributed %d, unattributed %d (rejections %v): every quota refusal must be attributed\n%s",
+			w.Counts.Refused, m.Attributed, m.Unattributed, byGate, stdout)
+	}
+	for _, rf := range w.Counts.Refusals {
+		if rf.Status != http.StatusTooManyRequests || (rf.Gate != "global" && rf.Gate != "search-quota") || rf.Reason != "rate" {
+			t.Errorf("refusal %+v: want 429s from the quotas only", rf)
+		}
+	}
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, out.String())

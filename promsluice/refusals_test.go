@@ -1,0 +1,70 @@
+package promsluice_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/quota"
+)
+
+// TestRefusalsOutsideGatesShareTheFamily: refusals added with AddRefusals
+// (a real quota through QuotaRefusals, and a hand-made source) are
+// exported in sluice_admission_rejected_total by the one collector that
+// owns it, beside the gate's; a series both report is summed, never
+// exported twice (a pedantic registry would refuse that).
+func TestRefusalsOutsideGatesShareTheFamily(t *testing.T) {
+	gm := promsluice.NewGateMetrics()
+	g, err := gm.NewGate(admit.Config{Name: "db", Capacity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := g.TryAcquire()
+	if _, err := g.TryAcquire(); err == nil {
+		t.Fatal("a full gate admitted")
+	}
+	p.Done(admit.OutcomeOK)
+	q, err := quota.New(quota.Config{Name: "per-client", Rate: 1, Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(100, 0)
+	for range 3 {
+		_ = q.AllowNAt("k", 1, now) // one allowed, two limited
+	}
+	gm.AddRefusals(promsluice.QuotaRefusals(q.Stats))
+	gm.AddRefusals(func() []promsluice.Refusal {
+		return []promsluice.Refusal{
+			{Gate: "db", Reason: "full", Count: 4}, // a gate's own series: summed into it
+			{Gate: "upstream-breaker", Reason: "breaker_open", Count: 2},
+			{Gate: "upstream-breaker", Kind: "default", Reason: "breaker_open", Count: 1},
+		}
+	})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(gm)
+	want := `
+# HELP sluice_admission_rejected_total Attempts refused, by reason.
+# TYPE sluice_admission_rejected_total counter
+sluice_admission_rejected_total{gate="db",kind="default",reason="breaker_open"} 0
+sluice_admission_rejected_total{gate="db",kind="default",reason="canceled"} 0
+sluice_admission_rejected_total{gate="db",kind="default",reason="closed"} 0
+sluice_admission_rejected_total{gate="db",kind="default",reason="deadline"} 0
+sluice_admission_rejected_total{gate="db",kind="default",reason="full"} 5
+sluice_admission_rejected_total{gate="db",kind="default",reason="queue_full"} 0
+sluice_admission_rejected_total{gate="db",kind="default",reason="rate"} 0
+sluice_admission_rejected_total{gate="db",kind="default",reason="shed"} 0
+sluice_admission_rejected_total{gate="db",kind="default",reason="wait_timeout"} 0
+sluice_admission_rejected_total{gate="per-client",kind="default",reason="breaker_open"} 0
+sluice_admission_rejected_total{gate="per-client",kind="default",reason="full"} 0
+sluice_admission_rejected_total{gate="per-client",kind="default",reason="rate"} 2
+sluice_admission_rejected_total{gate="upstream-breaker",kind="default",reason="breaker_open"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_admission_rejected_total"); err != nil {
+		t.Error(err)
+	}
+}
