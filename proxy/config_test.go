@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/quota/redisquota"
 )
 
 func TestParseRules(t *testing.T) {
@@ -81,7 +84,12 @@ func FuzzParseRules(f *testing.F) {
 	f.Add(`{"routes":[{"name":"e","max_inflight":1,"queue":1,"queue_discipline":"codel","priority_header":"P","class_shares":["critical=1"]}]}`)
 	f.Add(`{"routes":[{"name":"f","max_inflight":1,"queue":1,"priority_header":"P","class_shares":["sheddable=0.5,critical=0.5"]}]}`)
 	f.Add(`{"routes":[{"name":"g","quota":{"rate":5,"scope":"local"}}]}`)
+	f.Add(`{"routes":[{"name":"h","path":"/h","quota":{"rate":0.5,"burst":3,"key":"header:K","scope":"fleet"}},{"name":"i","quota":{"rate":2}}]}`)
 	up, _ := url.Parse("http://127.0.0.1:9")
+	// A fleet store that is never called: New builds fleet quotas
+	// without talking to Redis.
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:9"})
+	f.Cleanup(func() { _ = client.Close() })
 	f.Fuzz(func(t *testing.T, in string) {
 		routes, err := ParseRules(strings.NewReader(in))
 		if err != nil {
@@ -90,7 +98,8 @@ func FuzzParseRules(f *testing.F) {
 			}
 			return
 		}
-		p, err := New(Config{Upstreams: []*url.URL{up}, Routes: routes, MaxInflight: admit.MaxCapacity})
+		p, err := New(Config{Upstreams: []*url.URL{up}, Routes: routes, MaxInflight: admit.MaxCapacity,
+			FleetQuotas: &redisquota.Config{Client: client}})
 		if err != nil {
 			t.Fatalf("accepted rules rejected by New: %v", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/load"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -23,6 +24,10 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 	dir := t.TempDir()
 	badRules := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(badRules, []byte(`{"routes":[{"name":"a","cost":-1}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fleetRules := filepath.Join(dir, "fleet.json")
+	if err := os.WriteFile(fleetRules, []byte(`{"routes":[{"name":"search","quota":{"rate":1,"scope":"fleet"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	badQueueing := filepath.Join(dir, "badq.json")
@@ -61,6 +66,12 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 		{"bad discipline twin", append(up, "--queue", "4"), map[string]string{"SLUICE_QUEUE_DISCIPLINE": "stack"}, `--queue-discipline "stack"`},
 		{"bad share twin", append(up, "--queue", "4", "--priority-header", "P"), map[string]string{"SLUICE_CLASS_SHARE": "sheddable=2"}, "SLUICE_CLASS_SHARE"},
 		{"bad route queueing", append(up, "--config", badQueueing), nil, "class_shares needs priority_header"},
+		{"fleet scope without redis", append(up, "--config", fleetRules), nil, "needs a fleet store"},
+		{"redis without any quota", append(up, "--quota-redis", "redis://127.0.0.1:1/0"), nil, "--quota-redis without any --quota"},
+		{"bad redis url for routes", append(up, "--config", fleetRules, "--quota-redis", "http://x"), nil, "--quota-redis"},
+		{"bad fleet mode for routes", append(up, "--config", fleetRules, "--quota-redis", "redis://127.0.0.1:1/0", "--quota-mode", "fast"), nil, "--quota-mode"},
+		{"quota named like a route quota", append(up, "--config", fleetRules, "--quota", "name=search-quota,rate=1/s"), nil, "--quota name=search-quota"},
+		{"quota named like the breaker", append(up, "--quota", "name=upstream-breaker,rate=1/s"), nil, "--quota name=upstream-breaker"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -490,5 +501,97 @@ func TestProxyRefusalsAttributedByLoad(t *testing.T) {
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// TestProxyFleetQuotas runs two `sluice proxy` instances on one real
+// redis-server with --quota-redis: a route quota from the config file and
+// the global --quota are both shared by the two, so what one proxy spent
+// the other refuses.
+func TestProxyFleetQuotas(t *testing.T) {
+	redisSrv := redistest.Start(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer up.Close()
+	rules := filepath.Join(t.TempDir(), "routes.json")
+	if err := os.WriteFile(rules, []byte(`{"routes":[{"name":"search","path":"/search","quota":{"rate":0.001,"burst":1,"key":"header:X-Key"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var addrs, admins []string
+	var dones []chan int
+	var outs []*lockedBuffer
+	for range 2 {
+		out, done := &lockedBuffer{}, make(chan int, 1)
+		go func() {
+			e := env{stdout: out, stderr: out, getenv: func(k string) string {
+				return map[string]string{"SLUICE_QUOTA_REDIS": redisSrv.URL()}[k]
+			}}
+			done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+				"--config", rules, "--quota", "name=global,rate=1/h,burst=4,key=ip", "--quota-instances", "2", "--quota-timeout", "500ms",
+				"--shutdown-timeout", "2s", "--drain-delay", "0s"})
+		}()
+		rec := logRecord(t, out, "proxying")
+		addrs, admins = append(addrs, fmt.Sprint(rec["addr"])), append(admins, fmt.Sprint(rec["admin_addr"]))
+		dones, outs = append(dones, done), append(outs, out)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	for i, step := range []struct {
+		proxy    int
+		path     string
+		wantCode int
+		wantGate string
+	}{
+		{0, "/search", 200, ""},
+		{1, "/search", 429, "search-quota"}, // the route's fleet bucket of 1 was spent at proxy 0
+		{0, "/", 200, ""},
+		{1, "/", 200, ""}, // the global fleet bucket of 4 is now spent
+		{0, "/", 429, "global"},
+		{1, "/", 429, "global"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addrs[step.proxy]+step.path, nil)
+		req.Header.Set("X-Key", "alice")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != step.wantCode || (step.wantGate != "" && !strings.Contains(string(body), `"gate":"`+step.wantGate+`"`)) {
+			t.Fatalf("step %d: %s at proxy %d: %d %s; want %d from %q", i, step.path, step.proxy, resp.StatusCode, body, step.wantCode, step.wantGate)
+		}
+	}
+	resp, err := c.Get("http://" + admins[1] + "/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Extra map[string]json.RawMessage `json:"extra"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pst struct {
+		Routes []struct {
+			QuotaScope string          `json:"quota_scope"`
+			Fleet      json.RawMessage `json:"fleet"`
+		}
+	}
+	if err := json.Unmarshal(st.Extra["proxy"], &pst); err != nil || len(pst.Routes) != 1 || pst.Routes[0].QuotaScope != "fleet" || len(pst.Routes[0].Fleet) == 0 {
+		t.Fatalf("route quota in /state: %v %s", err, st.Extra["proxy"])
+	}
+	if !strings.Contains(string(st.Extra["quota.global"]), `"fleet"`) {
+		t.Fatalf("global quota in /state: %s", st.Extra["quota.global"])
+	}
+	tr.CloseIdleConnections()
+	cancel()
+	for i, done := range dones {
+		if code := <-done; code != exitOK {
+			t.Fatalf("proxy %d: exit %d:\n%s", i, code, outs[i].String())
+		}
 	}
 }
