@@ -467,31 +467,9 @@ func TestProxyRefusalsAttributedByLoad(t *testing.T) {
 	}()
 	rec := logRecord(t, &out, "proxying")
 	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
-	report := filepath.Join(dir, "report.json")
-	code, stdout, stderr := runCmd(context.Background(), nil, "load", "--url", "http://"+addr+"/", "--url", "http://"+addr+"/search",
-		"--rate", "200", "--duration", "1s", "--metrics", "http://"+admin+"/metrics", "--max-lag", "1s", "--live", "off", "--out", report)
-	if code == exitUsage {
-		t.Fatalf("load: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	r, err := load.ReadReport(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := r.Steps[0].Windows[0]
-	m := w.Metrics
-	if m == nil || m.Error != "" {
-		t.Fatalf("no metrics in the report: %+v", m)
-	}
-	byGate := map[string]float64{}
-	for _, rj := range m.Rejections {
-		byGate[rj.Gate+"/"+rj.Reason] += rj.Delta
-	}
-	if w.Counts.Refused == 0 || byGate["global/rate"] == 0 || byGate["search-quota/rate"] == 0 {
-		t.Fatalf("refused %d; server rejections %v: want refusals by both quotas\n%s", w.Counts.Refused, byGate, stdout)
-	}
-	if m.Unattributed != 0 || m.Attributed != w.Counts.Refused {
-		t.Fatalf("refused %d, attributed %d, unattributed %d (rejections %v): every quota refusal must be attributed\n%s",
-			w.Counts.Refused, m.Attributed, m.Unattributed, byGate, stdout)
+	w, byGate, stdout := loadAttributed(t, addr, admin, "/", "/search")
+	if byGate["global/rate"] == 0 || byGate["search-quota/rate"] == 0 {
+		t.Fatalf("server rejections %v: want refusals by both quotas\n%s", byGate, stdout)
 	}
 	for _, rf := range w.Counts.Refusals {
 		if rf.Status != http.StatusTooManyRequests || (rf.Gate != "global" && rf.Gate != "search-quota") || rf.Reason != "rate" {
@@ -594,4 +572,67 @@ func TestProxyFleetQuotas(t *testing.T) {
 			t.Fatalf("proxy %d: exit %d:\n%s", i, code, outs[i].String())
 		}
 	}
+}
+
+// TestProxyBreakerRefusalsAttributedByLoad: against a dead upstream the
+// breaker (and the retry policy's throttling) refuse; `sluice load
+// --metrics` attributes those refusals too.
+func TestProxyBreakerRefusalsAttributedByLoad(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close() // connections refused from now on
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+		done <- runProxy(ctx, e, []string{"--upstream", deadURL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+			"--eject-after", "0", "--shutdown-timeout", "2s", "--drain-delay", "0s"})
+	}()
+	rec := logRecord(t, &out, "proxying")
+	_, byGate, stdout := loadAttributed(t, fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"]), "/")
+	if byGate["upstream-breaker/breaker_open"] == 0 {
+		t.Fatalf("server rejections %v: want breaker refusals\n%s", byGate, stdout)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// loadAttributed runs `sluice load --metrics` for a second at 200
+// requests/s over paths of the proxy at addr, requires refusals, every
+// one of them attributed, and returns the window, the server's rejections
+// by "gate/reason" and the printed report.
+func loadAttributed(t *testing.T, addr, admin string, paths ...string) (load.Window, map[string]float64, string) {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "report.json")
+	args := []string{"load", "--rate", "200", "--duration", "1s", "--metrics", "http://" + admin + "/metrics",
+		"--max-lag", "1s", "--live", "off", "--out", report}
+	for _, p := range paths {
+		args = append(args, "--url", "http://"+addr+p)
+	}
+	code, stdout, stderr := runCmd(context.Background(), nil, args...)
+	if code == exitUsage {
+		t.Fatalf("load: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r, err := load.ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.Steps[0].Windows[0]
+	m := w.Metrics
+	if m == nil || m.Error != "" {
+		t.Fatalf("no metrics in the report: %+v", m)
+	}
+	byGate := map[string]float64{}
+	for _, rj := range m.Rejections {
+		byGate[rj.Gate+"/"+rj.Reason] += rj.Delta
+	}
+	if w.Counts.Refused == 0 || m.Unattributed != 0 || m.Attributed != w.Counts.Refused {
+		t.Fatalf("refused %d, attributed %d, unattributed %d (rejections %v): want refusals, every one attributed\n%s",
+			w.Counts.Refused, m.Attributed, m.Unattributed, byGate, stdout)
+	}
+	return w, byGate, stdout
 }
