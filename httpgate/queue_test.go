@@ -2,6 +2,7 @@ package httpgate_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -86,4 +87,28 @@ func FuzzQueueRules(f *testing.F) {
 			t.Fatalf("%+v compiled to %+v, which the gate refuses: %v", rules, c.Policy, err)
 		}
 	})
+}
+
+// Queue rules as a config file or flags give them, checked and applied to
+// a gate: the gate serves newest first and reads each request's class
+// from X-Priority.
+func ExampleQueueRules_Compile() {
+	rules := httpgate.QueueRules{Discipline: "lifo", PriorityHeader: "X-Priority", ClassShares: []string{"sheddable=10%"}}
+	c, err := rules.Compile(16, httpgate.RuleNames{Discipline: "--queue-discipline", PriorityHeader: "--priority-header",
+		ClassShares: "--class-share", Queue: "--queue"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g, _ := admit.New(admit.Config{Name: "db", Capacity: 8, MaxWaiters: 16})
+	_ = g.SetQueuePolicy(c.Policy)
+	handler := c.Classify(http.NotFoundHandler()) // then gate with g inside
+	_ = handler
+	fmt.Println(g.Discipline(), c.Policy.ClassShares)
+
+	_, err = httpgate.QueueRules{Discipline: "codel"}.Compile(0, httpgate.RuleNames{Discipline: "--queue-discipline", Queue: "--queue"})
+	fmt.Println(err)
+	// Output:
+	// lifo sheddable=0.1
+	// --queue-discipline codel needs --queue: without a queue nothing waits
 }

@@ -1,6 +1,7 @@
 package promsluice_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,4 +68,26 @@ sluice_admission_rejected_total{gate="upstream-breaker",kind="default",reason="b
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_admission_rejected_total"); err != nil {
 		t.Error(err)
 	}
+}
+
+// A quota refuses without a gate; AddRefusals puts its refusals in the
+// gates' family so `sluice load --metrics` can attribute a 429 to it.
+func ExampleGateMetrics_AddRefusals() {
+	perClient, _ := quota.New(quota.Config{Name: "per-client", Rate: 1, Burst: 1})
+	_ = perClient.AllowNAt("alice", 1, time.Unix(0, 0))
+	_ = perClient.AllowNAt("alice", 1, time.Unix(0, 0)) // refused: rate
+
+	gm := promsluice.NewGateMetrics()
+	gm.AddRefusals(promsluice.QuotaRefusals(perClient.Stats))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(gm)
+	fams, _ := reg.Gather()
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if v := m.GetCounter().GetValue(); v > 0 {
+				fmt.Println(f.GetName(), m.GetLabel()[0].GetValue(), m.GetLabel()[2].GetValue(), v)
+			}
+		}
+	}
+	// Output: sluice_admission_rejected_total per-client rate 1
 }

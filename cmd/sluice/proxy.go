@@ -268,7 +268,8 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		return fail(exitFail, err)
 	}
 	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(),
-		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes))
+		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes),
+		"queue_discipline", po.discipline, "priority_header", po.priorityHeader, "fleet_route_quotas", cfg.FleetQuotas != nil)
 	return serveUntilDone(ctx, e, "proxy", srv, logger)
 }
 
