@@ -10,40 +10,6 @@ import (
 	"time"
 )
 
-// turnstile is an upstream that lets requests finish one at a time: each
-// reports its path on entered, then waits for a token on pass (or for
-// its client to leave).
-type turnstile struct {
-	entered chan string
-	pass    chan struct{}
-}
-
-func newTurnstile() *turnstile {
-	return &turnstile{entered: make(chan string, 16), pass: make(chan struct{}, 16)}
-}
-
-func (ts *turnstile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ts.entered <- r.URL.Path
-	select {
-	case <-ts.pass:
-		fmt.Fprint(w, "ok")
-	case <-r.Context().Done():
-	}
-}
-
-// next lets one request finish and returns the path of the next one to
-// reach the upstream.
-func (ts *turnstile) next(t *testing.T) string {
-	t.Helper()
-	select {
-	case p := <-ts.entered:
-		return p
-	case <-time.After(5 * time.Second):
-		t.Fatal("no request reached the upstream")
-		return ""
-	}
-}
-
 type answer struct {
 	code int
 	body refusalBody
@@ -115,7 +81,7 @@ func TestPriorityShedsLowerClassFirst(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := newTurnstile()
+			ts := newBlock()
 			p := mustNew(t, tc.cfg(backend(t, ts.ServeHTTP)))
 			base, c := front(t, p)
 			gate := "api"
@@ -167,7 +133,7 @@ func TestPriorityShedsLowerClassFirst(t *testing.T) {
 // (lifo: newest first) and shows in /state with the queue's age; another
 // route's codel shows too; the upstream gate stays fifo.
 func TestRouteQueueDiscipline(t *testing.T) {
-	ts := newTurnstile()
+	ts := newBlock()
 	p := mustNew(t, Config{Upstreams: []*url.URL{backend(t, ts.ServeHTTP)}, MaxInflight: 8, Routes: []Route{
 		{Name: "newest", PathPrefix: "/n", MaxInflight: 1, Queue: 3, MaxWait: Duration(10 * time.Second), Queueing: Queueing{Discipline: "lifo"}},
 		{Name: "controlled", PathPrefix: "/c", MaxInflight: 1, Queue: 3, Queueing: Queueing{Discipline: "CoDel"}},

@@ -22,18 +22,9 @@ import (
 
 func TestProxyBadFlagsExitTwo(t *testing.T) {
 	dir := t.TempDir()
-	badRules := filepath.Join(dir, "bad.json")
-	if err := os.WriteFile(badRules, []byte(`{"routes":[{"name":"a","cost":-1}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fleetRules := filepath.Join(dir, "fleet.json")
-	if err := os.WriteFile(fleetRules, []byte(`{"routes":[{"name":"search","quota":{"rate":1,"scope":"fleet"}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	badQueueing := filepath.Join(dir, "badq.json")
-	if err := os.WriteFile(badQueueing, []byte(`{"routes":[{"name":"a","max_inflight":2,"queue":2,"class_shares":["sheddable=0.1"]}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	badRules := writeRules(t, `{"routes":[{"name":"a","cost":-1}]}`)
+	fleetRules := writeRules(t, `{"routes":[{"name":"search","quota":{"rate":1,"scope":"fleet"}}]}`)
+	badQueueing := writeRules(t, `{"routes":[{"name":"a","max_inflight":2,"queue":2,"class_shares":["sheddable=0.1"]}]}`)
 	up := []string{"--upstream", "http://127.0.0.1:9"}
 	tests := []struct {
 		name string
@@ -93,25 +84,11 @@ func TestProxyServesAndAttributes(t *testing.T) {
 		fmt.Fprint(w, "hello from upstream")
 	}))
 	defer up.Close()
-	rules := filepath.Join(t.TempDir(), "routes.json")
-	if err := os.WriteFile(rules, []byte(`{"routes":[
+	rules := writeRules(t, `{"routes":[
 		{"name":"search","path":"/search","max_inflight":4,"quota":{"rate":0.001,"burst":1,"key":"header:X-Key"}}
-	]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		e := env{stdout: &out, stderr: &out, getenv: func(k string) string {
-			return map[string]string{"SLUICE_UPSTREAM": up.URL}[k]
-		}}
-		done <- runProxy(ctx, e, []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
-			"--config", rules, "--max-inflight", "8", "--shutdown-timeout", "2s", "--drain-delay", "0s"})
-	}()
-	rec := logRecord(t, &out, "proxying")
-	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	]}`)
+	px := startProxy(t, map[string]string{"SLUICE_UPSTREAM": up.URL}, "--config", rules, "--max-inflight", "8")
+	addr, admin := px.addr, px.admin
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
@@ -172,10 +149,7 @@ func TestProxyServesAndAttributes(t *testing.T) {
 		t.Fatalf("/healthz: %d", code)
 	}
 	tr.CloseIdleConnections()
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, out.String())
-	}
+	px.stop(t)
 }
 
 func grepLines(s, sub string) string {
@@ -226,17 +200,8 @@ func TestProxyHostileClientsReleaseSlots(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	defer up.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
-		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-			"--log-format", "json", "--body-timeout", "200ms", "--send-timeout", "200ms", "--drain-delay", "0s", "--shutdown-timeout", "2s"})
-	}()
-	rec := logRecord(t, &out, "proxying")
-	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	px := startProxy(t, nil, "--upstream", up.URL, "--body-timeout", "200ms", "--send-timeout", "200ms")
+	addr, admin := px.addr, px.admin
 	inflight := func() (admitted, inUse int64) {
 		resp, err := http.Get("http://" + admin + "/state")
 		if err != nil {
@@ -282,10 +247,7 @@ func TestProxyHostileClientsReleaseSlots(t *testing.T) {
 		c.Close()
 	}
 	http.DefaultClient.CloseIdleConnections()
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, out.String())
-	}
+	px.stop(t)
 }
 
 // TestProxyPriorityAndDisciplines runs `sluice proxy` with
@@ -304,27 +266,13 @@ func TestProxyPriorityAndDisciplines(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	rules := filepath.Join(t.TempDir(), "routes.json")
-	if err := os.WriteFile(rules, []byte(`{"routes":[
+	rules := writeRules(t, `{"routes":[
 		{"name":"recent","path":"/recent","max_inflight":2,"queue":4,"queue_discipline":"lifo"},
 		{"name":"steady","path":"/steady","max_inflight":2,"queue":4,"queue_discipline":"codel","priority_header":"X-Tier","class_shares":["sheddable=0.5"]}
-	]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		e := env{stdout: &out, stderr: &out, getenv: func(k string) string {
-			return map[string]string{"SLUICE_PRIORITY_HEADER": "X-Priority"}[k]
-		}}
-		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
-			"--config", rules, "--max-inflight", "1", "--queue", "2", "--max-wait", "10s", "--class-share", "critical_plus=0.1",
-			"--shutdown-timeout", "2s", "--drain-delay", "0s"})
-	}()
-	rec := logRecord(t, &out, "proxying")
-	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	]}`)
+	px := startProxy(t, map[string]string{"SLUICE_PRIORITY_HEADER": "X-Priority"}, "--upstream", up.URL,
+		"--config", rules, "--max-inflight", "1", "--queue", "2", "--max-wait", "10s", "--class-share", "critical_plus=0.1")
+	addr, admin := px.addr, px.admin
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -439,10 +387,7 @@ func TestProxyPriorityAndDisciplines(t *testing.T) {
 		t.Fatalf("the shed request is not counted:\n%s", grepLines(string(metrics), "rejected_total"))
 	}
 	tr.CloseIdleConnections()
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, out.String())
-	}
+	px.stop(t)
 }
 
 // TestProxyRefusalsAttributedByLoad runs `sluice load --metrics` against a
@@ -451,22 +396,10 @@ func TestProxyPriorityAndDisciplines(t *testing.T) {
 func TestProxyRefusalsAttributedByLoad(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
 	defer up.Close()
-	dir := t.TempDir()
-	rules := filepath.Join(dir, "routes.json")
-	if err := os.WriteFile(rules, []byte(`{"routes":[{"name":"search","path":"/search","quota":{"rate":1,"burst":1}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
-		done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
-			"--config", rules, "--quota", "name=global,rate=20/s,burst=20,key=ip", "--shutdown-timeout", "2s", "--drain-delay", "0s"})
-	}()
-	rec := logRecord(t, &out, "proxying")
-	addr, admin := fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	rules := writeRules(t, `{"routes":[{"name":"search","path":"/search","quota":{"rate":1,"burst":1}}]}`)
+	px := startProxy(t, nil, "--upstream", up.URL,
+		"--config", rules, "--quota", "name=global,rate=20/s,burst=20,key=ip")
+	addr, admin := px.addr, px.admin
 	w, byGate, stdout := loadAttributed(t, addr, admin, "/", "/search")
 	if byGate["global/rate"] == 0 || byGate["search-quota/rate"] == 0 {
 		t.Fatalf("server rejections %v: want refusals by both quotas\n%s", byGate, stdout)
@@ -476,10 +409,7 @@ func TestProxyRefusalsAttributedByLoad(t *testing.T) {
 			t.Errorf("refusal %+v: want 429s from the quotas only", rf)
 		}
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, out.String())
-	}
+	px.stop(t)
 }
 
 // TestProxyFleetQuotas runs two `sluice proxy` instances on one real
@@ -490,28 +420,11 @@ func TestProxyFleetQuotas(t *testing.T) {
 	redisSrv := redistest.Start(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
 	defer up.Close()
-	rules := filepath.Join(t.TempDir(), "routes.json")
-	if err := os.WriteFile(rules, []byte(`{"routes":[{"name":"search","path":"/search","quota":{"rate":0.001,"burst":1,"key":"header:X-Key"}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var addrs, admins []string
-	var dones []chan int
-	var outs []*lockedBuffer
+	rules := writeRules(t, `{"routes":[{"name":"search","path":"/search","quota":{"rate":0.001,"burst":1,"key":"header:X-Key"}}]}`)
+	var pxs []*runningProxy
 	for range 2 {
-		out, done := &lockedBuffer{}, make(chan int, 1)
-		go func() {
-			e := env{stdout: out, stderr: out, getenv: func(k string) string {
-				return map[string]string{"SLUICE_QUOTA_REDIS": redisSrv.URL()}[k]
-			}}
-			done <- runProxy(ctx, e, []string{"--upstream", up.URL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
-				"--config", rules, "--quota", "name=global,rate=1/h,burst=4,key=ip", "--quota-instances", "2", "--quota-timeout", "500ms",
-				"--shutdown-timeout", "2s", "--drain-delay", "0s"})
-		}()
-		rec := logRecord(t, out, "proxying")
-		addrs, admins = append(addrs, fmt.Sprint(rec["addr"])), append(admins, fmt.Sprint(rec["admin_addr"]))
-		dones, outs = append(dones, done), append(outs, out)
+		pxs = append(pxs, startProxy(t, map[string]string{"SLUICE_QUOTA_REDIS": redisSrv.URL()}, "--upstream", up.URL,
+			"--config", rules, "--quota", "name=global,rate=1/h,burst=4,key=ip", "--quota-instances", "2", "--quota-timeout", "500ms"))
 	}
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
@@ -529,7 +442,7 @@ func TestProxyFleetQuotas(t *testing.T) {
 		{0, "/", 429, "global"},
 		{1, "/", 429, "global"},
 	} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addrs[step.proxy]+step.path, nil)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+pxs[step.proxy].addr+step.path, nil)
 		req.Header.Set("X-Key", "alice")
 		resp, err := c.Do(req)
 		if err != nil {
@@ -541,7 +454,7 @@ func TestProxyFleetQuotas(t *testing.T) {
 			t.Fatalf("step %d: %s at proxy %d: %d %s; want %d from %q", i, step.path, step.proxy, resp.StatusCode, body, step.wantCode, step.wantGate)
 		}
 	}
-	resp, err := c.Get("http://" + admins[1] + "/state")
+	resp, err := c.Get("http://" + pxs[1].admin + "/state")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,11 +479,8 @@ func TestProxyFleetQuotas(t *testing.T) {
 		t.Fatalf("global quota in /state: %s", st.Extra["quota.global"])
 	}
 	tr.CloseIdleConnections()
-	cancel()
-	for i, done := range dones {
-		if code := <-done; code != exitOK {
-			t.Fatalf("proxy %d: exit %d:\n%s", i, code, outs[i].String())
-		}
+	for _, px := range pxs {
+		px.stop(t)
 	}
 }
 
@@ -581,24 +491,13 @@ func TestProxyBreakerRefusalsAttributedByLoad(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
 	dead.Close() // connections refused from now on
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		e := env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
-		done <- runProxy(ctx, e, []string{"--upstream", deadURL, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
-			"--eject-after", "0", "--shutdown-timeout", "2s", "--drain-delay", "0s"})
-	}()
-	rec := logRecord(t, &out, "proxying")
-	_, byGate, stdout := loadAttributed(t, fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"]), "/")
+	px := startProxy(t, nil, "--upstream", deadURL,
+		"--eject-after", "0")
+	_, byGate, stdout := loadAttributed(t, px.addr, px.admin, "/")
 	if byGate["upstream-breaker/breaker_open"] == 0 {
 		t.Fatalf("server rejections %v: want breaker refusals\n%s", byGate, stdout)
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, out.String())
-	}
+	px.stop(t)
 }
 
 // loadAttributed runs `sluice load --metrics` for a second at 200
@@ -635,4 +534,50 @@ func loadAttributed(t *testing.T, addr, admin string, paths ...string) (load.Win
 			w.Counts.Refused, m.Attributed, m.Unattributed, byGate, stdout)
 	}
 	return w, byGate, stdout
+}
+
+// runningProxy is `sluice proxy` run in-process by startProxy.
+type runningProxy struct {
+	addr, admin string // the proxy's and the admin listener's host:port
+	out         *lockedBuffer
+	done        chan int
+	cancel      context.CancelFunc
+}
+
+// startProxy runs `sluice proxy` in-process with args (and the
+// environment envs) on free loopback ports, JSON logs and a quick
+// shutdown, and returns once it listens.
+func startProxy(t *testing.T, envs map[string]string, args ...string) *runningProxy {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	px := &runningProxy{out: &lockedBuffer{}, done: make(chan int, 1), cancel: cancel}
+	args = append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
+		"--shutdown-timeout", "2s", "--drain-delay", "0s"}, args...)
+	go func() {
+		e := env{stdout: px.out, stderr: px.out, getenv: func(k string) string { return envs[k] }}
+		px.done <- runProxy(ctx, e, args)
+	}()
+	rec := logRecord(t, px.out, "proxying")
+	px.addr, px.admin = fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])
+	return px
+}
+
+// stop shuts the proxy down and requires a clean exit.
+func (px *runningProxy) stop(t *testing.T) {
+	t.Helper()
+	px.cancel()
+	if code := <-px.done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, px.out.String())
+	}
+}
+
+// writeRules writes a config file of route rules and returns its path.
+func writeRules(t *testing.T, rules string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "routes.json")
+	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
