@@ -494,8 +494,10 @@ func TestProxyBreakerRefusalsAttributedByLoad(t *testing.T) {
 	px := startProxy(t, nil, "--upstream", deadURL,
 		"--eject-after", "0")
 	_, byGate, stdout := loadAttributed(t, px.addr, px.admin, "/")
-	if byGate["upstream-breaker/breaker_open"] == 0 {
-		t.Fatalf("server rejections %v: want breaker refusals\n%s", byGate, stdout)
+	// Which of the two refuses first depends on timing; both are counted
+	// by the proxy outside its gates.
+	if byGate["upstream-breaker/breaker_open"]+byGate["upstream-retry/shed"] == 0 {
+		t.Fatalf("server rejections %v: want refusals by the breaker or the retry policy\n%s", byGate, stdout)
 	}
 	px.stop(t)
 }
