@@ -109,7 +109,6 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.Limit.check(cfg.MaxInflight); err != nil {
 		return nil, fmt.Errorf("%w: upstream limit: %v", ErrInvalidConfig, err)
 	}
-
 	if err := checkRoutes(cfg.Routes); err != nil {
 		return nil, err
 	}
