@@ -7,6 +7,8 @@
 //	p, err := proxy.New(proxy.Config{
 //		Upstreams:   []*url.URL{up},
 //		MaxInflight: 32, // the "upstream" gate
+//		Queue:       32,
+//		Queueing:    proxy.Queueing{Discipline: "codel", PriorityHeader: "X-Priority"},
 //		Limit:       proxy.Limit{Law: "vegas", SLO: proxy.Duration(200 * time.Millisecond)},
 //		Routes: []proxy.Route{{Name: "search", PathPrefix: "/search", MaxInflight: 8, Cost: 2,
 //			Quota: &proxy.RouteQuota{Rate: 10, Burst: 20, Key: "header:X-Api-Key"}}},
