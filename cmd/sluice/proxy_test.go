@@ -502,6 +502,26 @@ func TestProxyBreakerRefusalsAttributedByLoad(t *testing.T) {
 	px.stop(t)
 }
 
+// TestProxyGateRefusalsAttributedByLoad: the route's gate and the upstream
+// gate refuse under a slow upstream; `sluice load --metrics` attributes
+// every refusal to the gate that made it.
+func TestProxyGateRefusalsAttributedByLoad(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	rules := writeRules(t, `{"routes":[{"name":"slow","path":"/slow","max_inflight":1}]}`)
+	px := startProxy(t, nil, "--upstream", up.URL, "--config", rules, "--max-inflight", "2")
+	_, byGate, stdout := loadAttributed(t, px.addr, px.admin, "/", "/slow")
+	if byGate["slow/full"] == 0 || byGate["upstream/full"] == 0 {
+		t.Fatalf("server rejections %v: want refusals by the route's gate and the upstream gate\n%s", byGate, stdout)
+	}
+	px.stop(t)
+}
+
 // loadAttributed runs `sluice load --metrics` for a second at 200
 // requests/s over paths of the proxy at addr, requires refusals, every
 // one of them attributed, and returns the window, the server's rejections
