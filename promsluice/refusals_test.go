@@ -3,6 +3,8 @@ package promsluice_test
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,4 +92,58 @@ func ExampleGateMetrics_AddRefusals() {
 		}
 	}
 	// Output: sluice_admission_rejected_total per-client rate 1
+}
+
+// TestRefusalsScrapedWhileCounting gathers while refusals are counted and
+// sources are added from other goroutines: every scrape succeeds (no
+// duplicate series) and the exported count never goes down.
+func TestRefusalsScrapedWhileCounting(t *testing.T) {
+	gm := promsluice.NewGateMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(gm)
+	var n atomic.Uint64
+	source := func() []promsluice.Refusal {
+		return []promsluice.Refusal{{Gate: "upstream-breaker", Reason: "breaker_open", Count: n.Load()}}
+	}
+	gm.AddRefusals(source)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				n.Add(1)
+			}
+		}
+	})
+	wg.Go(func() {
+		for i := range 50 {
+			gm.AddRefusals(func() []promsluice.Refusal { return []promsluice.Refusal{{Gate: fmt.Sprintf("q%d", i), Reason: "rate", Count: 1}} })
+		}
+	})
+	var last float64
+	for range 200 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "upstream-breaker" {
+					v := m.GetCounter().GetValue()
+					if v < last {
+						t.Fatalf("breaker refusals went from %v to %v", last, v)
+					}
+					last = v
+				}
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if last == 0 {
+		t.Fatal("no refusal was ever exported")
+	}
 }
