@@ -120,7 +120,9 @@ func TestRefusalsScrapedWhileCounting(t *testing.T) {
 	})
 	wg.Go(func() {
 		for i := range 50 {
-			gm.AddRefusals(func() []promsluice.Refusal { return []promsluice.Refusal{{Gate: fmt.Sprintf("q%d", i), Reason: "rate", Count: 1}} })
+			gm.AddRefusals(func() []promsluice.Refusal {
+				return []promsluice.Refusal{{Gate: fmt.Sprintf("q%d", i), Reason: "rate", Count: 1}}
+			})
 		}
 	})
 	var last float64
