@@ -21,7 +21,8 @@ type Refusal struct {
 // same metric. Counts must be cumulative (never go down). A series that
 // a gate or an earlier source also reports is summed, never exported
 // twice. read is called from the scrape's goroutine and must be safe for
-// concurrent use. Add before the first scrape.
+// concurrent use. AddRefusals is safe for concurrent use, with scrapes
+// too; a source added during a scrape shows from the next one.
 func (m *GateMetrics) AddRefusals(read func() []Refusal) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
