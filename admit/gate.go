@@ -226,7 +226,7 @@ type Gate struct {
 	limitMu     sync.Mutex    // serialises fastLimit updates, so the last one saw the latest capacity and peak
 	peak        atomic.Int64  // most slots ever in use at once
 	misuse      atomic.Uint64 // Done called again on a finished permit
-	holdSeconds atomicFloat   // summed hold time of sampled permits
+	holdNanos   atomic.Uint64 // summed hold time of sampled permits, ns, saturating at maxHoldNanos
 	holdSamples atomic.Uint64
 	holdEWMA    atomic.Int64 // recent hold time of sampled, non-dropped permits, ns
 	waitSeconds atomicFloat  // summed time callers spent queued
@@ -493,7 +493,7 @@ func (g *Gate) tryAcquire() (Permit, error) {
 		if used := int64(s&usedMask) + 1; used > g.peak.Load() {
 			g.raisePeak(used)
 		}
-		return g.admitted(0, 1, 0, metaFast, 0), nil
+		return g.admitted(0, 1, 0, metaFast, 0, 0), nil
 	}
 	return g.TryAcquireFor(Request{})
 }
@@ -510,7 +510,7 @@ func (g *Gate) TryAcquireFor(r Request) (Permit, error) {
 	if reason != ReasonNone {
 		return Permit{}, g.rejection(k, n, reason, 0)
 	}
-	return g.admitted(k, n, cl, flags, 0), nil
+	return g.admitted(k, n, cl, flags, 0, 0), nil
 }
 
 // Acquire takes one slot for work of the gate's first kind, waiting in
@@ -539,9 +539,13 @@ func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return Permit{}, g.refuse(k, n, cl, ctxReason(err))
 	}
+	var at int64 // the clock as the deadline check read it, for the permit's start: one read, not two
 	if g.deadlineCheck {
-		if dl, ok := ctx.Deadline(); ok && g.tooLate(dl, n) {
-			return Permit{}, g.refuse(k, n, cl, ReasonDeadline)
+		if dl, ok := ctx.Deadline(); ok {
+			var late bool
+			if late, at = g.tooLate(dl, n); late {
+				return Permit{}, g.refuse(k, n, cl, ReasonDeadline)
+			}
 		}
 	}
 	if g.maxWaiters == 0 {
@@ -549,10 +553,10 @@ func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
 		if reason != ReasonNone {
 			return Permit{}, g.rejection(k, n, reason, 0)
 		}
-		return g.admitted(k, n, cl, flags, 0), nil
+		return g.admitted(k, n, cl, flags, 0, at), nil
 	}
 	if flags, ok := g.tryTake(k, n, cl, false); ok {
-		return g.admitted(k, n, cl, flags, 0), nil
+		return g.admitted(k, n, cl, flags, 0, at), nil
 	}
 	return g.wait(ctx, k, n, cl)
 }
@@ -728,14 +732,18 @@ func ctxReason(err error) Reason {
 }
 
 // admitted builds the permit for slots just taken and counted, and tells
-// the observer.
-func (g *Gate) admitted(k Kind, n int64, cl Class, flags uint64, wait time.Duration) Permit {
+// the observer. at is the gate's clock plus one (g.now()+1) if the caller
+// has just read it, else 0: a timed permit then reads it.
+func (g *Gate) admitted(k Kind, n int64, cl Class, flags uint64, wait time.Duration, at int64) Permit {
 	if g.obs != nil {
 		g.observeAdmitted(k, n, wait)
 	}
 	var start int64
-	if g.timed && rand.Uint32()&g.sampleMask == 0 {
-		start = int64(time.Since(g.epoch)) + 1
+	if g.timed && (g.sampleMask == 0 || rand.Uint32()&g.sampleMask == 0) { // every permit timed: no dice to roll
+		start = at
+		if start == 0 {
+			start = g.now() + 1
+		}
 	} else if g.obs == nil {
 		flags |= metaPlain
 	}
@@ -829,6 +837,10 @@ func (g *Gate) retryAfter(r Reason, c int64) time.Duration {
 	return min(est, g.maxRetryAfter)
 }
 
+// maxHoldNanos is where the summed hold time stops growing: the largest
+// time.Duration.
+const maxHoldNanos = 1<<63 - 1
+
 // holdEWMAShift sets the weight of a new sample in the hold-time average:
 // 1/8, so the average forgets a regime in a few dozen samples.
 const holdEWMAShift = 3
@@ -836,7 +848,11 @@ const holdEWMAShift = 3
 // recordHold adds a sampled hold time to the totals and, unless the work
 // was dropped, to the recent average.
 func (g *Gate) recordHold(hold time.Duration, o Outcome) {
-	g.holdSeconds.Add(hold.Seconds())
+	// An integer sum is one atomic add; a float sum was a division and a
+	// CAS loop. It saturates where Stats.HoldTime (a Duration) would.
+	if g.holdNanos.Add(uint64(max(hold, 0))) > maxHoldNanos {
+		g.holdNanos.Store(maxHoldNanos) // 2^63 ns more would be needed to wrap
+	}
 	g.holdSamples.Add(1)
 	if o == OutcomeDropped {
 		return

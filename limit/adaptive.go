@@ -100,7 +100,8 @@ type Config struct {
 	// Logger receives episode and ramp transitions at Info and every
 	// window's decision at Debug. Nil is silent.
 	Logger *slog.Logger
-	// Now is the clock. Nil means time.Now.
+	// Now is the clock. Nil means the system clock: the time New ran plus
+	// the monotonic time since, so a step of the wall clock moves no window.
 	Now func() time.Time
 }
 
@@ -234,7 +235,10 @@ func (c Config) resolve() (settings, error) {
 		s.gain = c.Ramp.MinGain
 	}
 	if s.now == nil {
-		s.now = time.Now
+		// The monotonic clock from a fixed base: one clock read, where
+		// time.Now makes two (wall and monotonic), on the sample path.
+		base := time.Now()
+		s.now = func() time.Time { return base.Add(time.Since(base)) }
 	}
 	return s, nil
 }
@@ -354,7 +358,9 @@ func (a *Adaptive) ObserveCompletion(e admit.CompletionEvent) {
 	if a.ticks.Add(1)%clockEvery == 0 {
 		a.closeIfDue(a.cfg.now())
 	}
-	a.record(e)
+	if sample := e.Sample(); sample {
+		a.cur.Load().add(e.Hold)
+	}
 }
 
 // ObserveCompletionAt is ObserveCompletion at a given time (a seam for
@@ -363,7 +369,7 @@ func (a *Adaptive) ObserveCompletion(e admit.CompletionEvent) {
 // clock but never the measure.
 func (a *Adaptive) ObserveCompletionAt(e admit.CompletionEvent, now time.Time) {
 	a.closeIfDue(now)
-	a.record(e)
+	a.record(&e)
 }
 
 // closeIfDue judges the window if it is due, before the sample at hand is
@@ -374,7 +380,9 @@ func (a *Adaptive) closeIfDue(now time.Time) {
 	}
 }
 
-func (a *Adaptive) record(e admit.CompletionEvent) {
+// record takes the event by pointer: a copy of it, made from the
+// registers it arrived in, cost more than the rest of the sample path.
+func (a *Adaptive) record(e *admit.CompletionEvent) {
 	if sample := e.Sample(); sample {
 		a.cur.Load().add(e.Hold)
 	}
