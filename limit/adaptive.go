@@ -358,9 +358,7 @@ func (a *Adaptive) ObserveCompletion(e admit.CompletionEvent) {
 	if a.ticks.Add(1)%clockEvery == 0 {
 		a.closeIfDue(a.cfg.now())
 	}
-	if sample := e.Sample(); sample {
-		a.cur.Load().add(e.Hold)
-	}
+	a.record(e.Outcome, e.Hold)
 }
 
 // ObserveCompletionAt is ObserveCompletion at a given time (a seam for
@@ -369,7 +367,7 @@ func (a *Adaptive) ObserveCompletion(e admit.CompletionEvent) {
 // clock but never the measure.
 func (a *Adaptive) ObserveCompletionAt(e admit.CompletionEvent, now time.Time) {
 	a.closeIfDue(now)
-	a.record(&e)
+	a.record(e.Outcome, e.Hold)
 }
 
 // closeIfDue judges the window if it is due, before the sample at hand is
@@ -380,11 +378,13 @@ func (a *Adaptive) closeIfDue(now time.Time) {
 	}
 }
 
-// record takes the event by pointer: a copy of it, made from the
-// registers it arrived in, cost more than the rest of the sample path.
-func (a *Adaptive) record(e *admit.CompletionEvent) {
-	if sample := e.Sample(); sample {
-		a.cur.Load().add(e.Hold)
+// record adds a completion's hold time to the window if it is a sample.
+// It takes the two fields it needs, not the event: a copy of the event,
+// read back right after it was spilled from the registers it came in,
+// stalled the sample path for longer than the rest of it took.
+func (a *Adaptive) record(o admit.Outcome, hold time.Duration) {
+	if sample := (admit.CompletionEvent{Outcome: o, Hold: hold}).Sample(); sample {
+		a.cur.Load().add(hold)
 	}
 }
 
