@@ -109,6 +109,56 @@ func BenchmarkFullGate(b *testing.B) {
 	})
 }
 
+// BenchmarkFullGateParts takes the full gate apart, to show where its
+// time goes: the same gate (queue, class shares, Acquire(ctx) then
+// Done(OutcomeOK)) with nothing timed or observed, with hold timing only,
+// with timing and an observer that does nothing (the cost of the two
+// events), and with the adaptive limit (the full gate).
+func BenchmarkFullGateParts(b *testing.B) {
+	ctx := context.Background()
+	parts := []struct {
+		name string
+		gate func(b *testing.B) *admit.Gate
+	}{
+		{"untimed", func(b *testing.B) *admit.Gate { return partGate(b, nil, true) }},
+		{"timed", func(b *testing.B) *admit.Gate { return partGate(b, nil, false) }},
+		{"timed+noop-observer", func(b *testing.B) *admit.Gate { return partGate(b, noopObserver{}, false) }},
+		{"full", func(b *testing.B) *admit.Gate { return fullGate(b, admit.DisciplineFIFO) }},
+	}
+	for _, p := range parts {
+		b.Run("sluice/"+p.name, func(b *testing.B) {
+			g := p.gate(b)
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for b.Loop() {
+				p, err := g.Acquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Done(admit.OutcomeOK)
+			}
+		})
+	}
+}
+
+func partGate(b *testing.B, obs admit.Observer, untimed bool) *admit.Gate {
+	b.Helper()
+	g, err := admit.New(admit.Config{
+		Name: "part", Capacity: slots, MaxWaiters: 64, MaxWait: 100 * time.Millisecond,
+		ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1},
+		Observer:    obs, NoTiming: untimed, SampleEvery: 1,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+type noopObserver struct{}
+
+func (noopObserver) ObserveAdmission(admit.AdmissionEvent)   {}
+func (noopObserver) ObserveCompletion(admit.CompletionEvent) {}
+
 // BenchmarkFullGateParallel is the same from GOMAXPROCS goroutines.
 func BenchmarkFullGateParallel(b *testing.B) {
 	ctx := context.Background()
