@@ -349,7 +349,7 @@ func (a *Adaptive) ObserveAdmission(e admit.AdmissionEvent) {
 
 // clockEvery: ObserveCompletion reads the clock on one completion in
 // this many. A clock read costs more than the rest of the sample path
-// (70 ns on a loaded VM), and a window closes a few completions late at
+// (some 25 ns of CPU on a VM), and a window closes a few completions late at
 // worst: at low rates a window lasts until clockEvery completions.
 const clockEvery = 8
 
