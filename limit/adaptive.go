@@ -336,12 +336,18 @@ func (a *Adaptive) Attach(t Target) error {
 // ObserveAdmission implements admit.Observer: it keeps the window's peak of
 // slots in use (the input of the application-limited guard).
 func (a *Adaptive) ObserveAdmission(e admit.AdmissionEvent) {
-	if !e.Accepted {
-		return
+	if e.Accepted {
+		a.ObserveGrant(e.Inflight)
 	}
+}
+
+// ObserveGrant implements admit.GrantObserver: a gate whose only observer
+// is a, reports grants here, with the slots in use after each, and skips
+// building the event it has no use for.
+func (a *Adaptive) ObserveGrant(inflight int64) {
 	for {
 		p := a.peak.Load()
-		if e.Inflight <= p || a.peak.CompareAndSwap(p, e.Inflight) {
+		if inflight <= p || a.peak.CompareAndSwap(p, inflight) {
 			return
 		}
 	}
