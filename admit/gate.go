@@ -211,7 +211,12 @@ type Gate struct {
 	bare       bool   // !timed && obs == nil: a fast admission is the CAS alone
 	sampleMask uint32 // a permit is timed when rand&sampleMask == 0
 	obs        Observer
-	_          [64]byte
+	grantObs   GrantObserver // obs, when it takes grants as ObserveGrant
+	// capSeq is bumped by SetCapacity and Close before and after they
+	// change the capacity (odd while one is under way), so a refusal can
+	// tell it looked at a capacity that was still changing.
+	capSeq atomic.Uint64
+	_      [64]byte
 
 	// acct makes the multi-counter steps of the slow paths atomic with
 	// respect to Stats, which takes it exclusively: every change to the
@@ -310,6 +315,7 @@ func New(cfg Config) (*Gate, error) {
 	if isNil(g.obs) {
 		g.obs = nil // a typed nil (*promsluice.GateMetrics)(nil) observes nothing
 	}
+	g.grantObs, _ = g.obs.(GrantObserver)
 	if g.name == "" {
 		g.name = "default"
 	}
@@ -455,10 +461,12 @@ func (g *Gate) SetCapacity(c int64) error {
 	if g.closed {
 		return nil
 	}
+	g.capSeq.Add(1)
 	g.capacity.Store(c)
 	g.setCap.Store(c)
 	g.updateFastLimit()
 	g.state.Add(genOne) // admissions decided on the old capacity must retry
+	g.capSeq.Add(1)
 	for w := g.head; w != nil; {
 		next := w.next
 		if w.n > c {
@@ -588,9 +596,11 @@ func (g *Gate) Close() {
 		return
 	}
 	g.closed = true
+	g.capSeq.Add(1)
 	g.capacity.Store(-1)
 	g.updateFastLimit()
 	g.state.Add(genOne)
+	g.capSeq.Add(1)
 	for w := g.head; w != nil; {
 		next := w.next
 		g.unlink(w)
@@ -694,20 +704,35 @@ func (g *Gate) decideNow(k Kind, n int64, cl Class) (flags uint64, r Reason) {
 			return metaFast, ReasonNone
 		}
 	}
-	g.acct.RLock()
-	if used, ok := g.take(n, false); ok {
-		if fast {
-			flags = metaFast
-		} else {
-			g.slowUsed.Add(n)
-			g.perKind[k].admitted.Add(1)
-			g.countClassAdmitted(cl, n)
+	for {
+		seq := g.capSeq.Load()
+		g.acct.RLock()
+		if used, ok := g.take(n, false); ok {
+			if fast {
+				flags = metaFast
+			} else {
+				g.slowUsed.Add(n)
+				g.perKind[k].admitted.Add(1)
+				g.countClassAdmitted(cl, n)
+			}
+			g.acct.RUnlock()
+			if used > g.peak.Load() {
+				g.raisePeak(used)
+			}
+			return flags, ReasonNone
 		}
+		if seq&1 == 0 && g.capSeq.Load() == seq {
+			break
+		}
+		// The capacity was changing while we looked. Its new value is
+		// stored before the generation moves, and TryAcquire's fast path
+		// admits on the old one until then: a refusal decided on the new
+		// value could come before an admission it contradicts. Wait for
+		// the change to finish (it holds mu throughout) and look again.
 		g.acct.RUnlock()
-		if used > g.peak.Load() {
-			g.raisePeak(used)
-		}
-		return flags, ReasonNone
+		g.mu.Lock()
+		//lint:ignore SA2001 the empty critical section waits for SetCapacity or Close to finish
+		g.mu.Unlock()
 	}
 	r = g.fullReason()
 	g.perKind[k].rejected[r].Add(1)
@@ -735,7 +760,9 @@ func ctxReason(err error) Reason {
 // the observer. at is the gate's clock plus one (g.now()+1) if the caller
 // has just read it, else 0: a timed permit then reads it.
 func (g *Gate) admitted(k Kind, n int64, cl Class, flags uint64, wait time.Duration, at int64) Permit {
-	if g.obs != nil {
+	if g.grantObs != nil {
+		g.grantObs.ObserveGrant(g.InUse())
+	} else if g.obs != nil {
 		g.observeAdmitted(k, n, wait)
 	}
 	var start int64
