@@ -60,7 +60,8 @@
 //     panics on a name the gate does not have (a typo fails the first test
 //     that runs it); LookupKind reports instead, for names from input.
 //   - Stats: an atomic snapshot of every counter; Observer: a hook per
-//     decision and per completion.
+//     decision and per completion (GrantObserver: a cheaper one for
+//     grants, for an observer that needs only the slots in use).
 //   - Queue disciplines (Config.Discipline): FIFO (the zero value), LIFO
 //     and CoDel-style controlled delay; priority classes (Request.Class,
 //     Config.ClassShares, Config.ClassAging); deadline-aware admission;
