@@ -29,9 +29,10 @@ const (
 )
 
 // Target is what an Adaptive moves: *admit.Gate satisfies it. If the
-// target also has Name() string, Capacity() int64 or InUse() int64 (as a
-// Gate does), they name the state, give the initial limit and complete the
-// inflight peak.
+// target also has Name() string, Capacity() int64, InUse() int64 or
+// OldestWait() time.Duration (as a Gate does), they name the state, give
+// the initial limit, complete the inflight peak and tell the queue's share
+// of the SLO.
 type Target interface {
 	SetCapacity(int64) error
 }
@@ -63,9 +64,9 @@ type Config struct {
 
 	// SLO is the latency the service promises its callers (at the 99th
 	// percentile): the gate's queue wait plus the hold. The hold's budget
-	// is the SLO less the queue's wait (the longest of the window's
-	// admissions, if the previous window's was as long: one late wake-up
-	// is not a queue), at least half of it. A window whose measure is
+	// is the SLO less the queue's wait (the age of the target's oldest
+	// queued request as a window closes, if it was as old at the previous
+	// window: one late wake-up is not a queue), at least half of it. A window whose measure is
 	// above the budget is an overload: the limit shrinks by Backoff
 	// whatever the law says, and no law learns from it. A window whose 99th percentile is above the budget shrinks
 	// the limit by Backoff too and never grows it. The law aims at 70% of
@@ -108,7 +109,8 @@ type Config struct {
 	// Logger receives episode and ramp transitions at Info and every
 	// window's decision at Debug. Nil is silent.
 	Logger *slog.Logger
-	// Now is the clock. Nil means time.Now.
+	// Now is the clock. Nil means the system clock: the time New ran plus
+	// the monotonic time since, so a step of the wall clock moves no window.
 	Now func() time.Time
 }
 
@@ -243,7 +245,10 @@ func (c Config) resolve() (settings, error) {
 		s.gain = c.Ramp.MinGain
 	}
 	if s.now == nil {
-		s.now = time.Now
+		// The monotonic clock from a fixed base: one clock read, where
+		// time.Now makes two (wall and monotonic), on the sample path.
+		base := time.Now()
+		s.now = func() time.Time { return base.Add(time.Since(base)) }
 	}
 	return s, nil
 }
@@ -271,7 +276,6 @@ type Adaptive struct {
 	// The sample path is lock-free: the peak, the window's histogram (one
 	// of two, swapped when a window closes) and the time the window is due.
 	peak  atomic.Int64  // most slots in use seen this window
-	wait  atomic.Int64  // longest queue wait (ns) of an admission this window
 	ticks atomic.Uint32 // completions, to read the clock on every clockEvery-th
 	due   atomic.Int64  // Unix ns when the window may close; 0 before the first event
 	cur   atomic.Pointer[histogram]
@@ -281,10 +285,11 @@ type Adaptive struct {
 	target      Target
 	name        string
 	inUse       func() int64
+	oldestWait  func() time.Duration // the target's OldestWait, if it has one
 	windowStart time.Time
 	limit       float64       // the law's limit, unrounded
 	capacity    int64         // what the target was last given
-	lastWait    time.Duration // the previous window's longest queue wait
+	lastWait    time.Duration // the queue wait read at the previous window
 	highWater   float64
 	episode     bool
 	episodeTop  float64
@@ -329,6 +334,9 @@ func (a *Adaptive) Attach(t Target) error {
 	if u, ok := t.(interface{ InUse() int64 }); ok {
 		a.inUse = u.InUse
 	}
+	if q, ok := t.(interface{ OldestWait() time.Duration }); ok {
+		a.oldestWait = q.OldestWait
+	}
 	if c, ok := t.(interface{ Capacity() int64 }); ok && a.cfg.initialFromTarget && a.state.Windows == 0 {
 		if have := c.Capacity(); have > 0 {
 			a.limit = clamp(float64(have), a.cfg.min, a.cfg.max)
@@ -343,22 +351,18 @@ func (a *Adaptive) Attach(t Target) error {
 // ObserveAdmission implements admit.Observer: it keeps the window's peak of
 // slots in use (the input of the application-limited guard).
 func (a *Adaptive) ObserveAdmission(e admit.AdmissionEvent) {
-	if !e.Accepted {
-		return
+	if e.Accepted {
+		a.ObserveGrant(e.Inflight)
 	}
-	if e.Wait > 0 {
-		// Only queued admissions get here: the queue's share of the
-		// latency the SLO promises.
-		for {
-			w := a.wait.Load()
-			if int64(e.Wait) <= w || a.wait.CompareAndSwap(w, int64(e.Wait)) {
-				break
-			}
-		}
-	}
+}
+
+// ObserveGrant implements admit.GrantObserver: a gate whose only observer
+// is a, reports grants here, with the slots in use after each, and skips
+// building the event it has no use for.
+func (a *Adaptive) ObserveGrant(inflight int64) {
 	for {
 		p := a.peak.Load()
-		if e.Inflight <= p || a.peak.CompareAndSwap(p, e.Inflight) {
+		if inflight <= p || a.peak.CompareAndSwap(p, inflight) {
 			return
 		}
 	}
@@ -384,7 +388,7 @@ const lawMargin = 0.7
 
 // clockEvery: ObserveCompletion reads the clock on one completion in
 // this many. A clock read costs more than the rest of the sample path
-// (70 ns on a loaded VM), and a window closes a few completions late at
+// (some 25 ns of CPU on a VM), and a window closes a few completions late at
 // worst: at low rates a window lasts until clockEvery completions.
 const clockEvery = 8
 
@@ -393,7 +397,7 @@ func (a *Adaptive) ObserveCompletion(e admit.CompletionEvent) {
 	if a.ticks.Add(1)%clockEvery == 0 {
 		a.closeIfDue(a.cfg.now())
 	}
-	a.record(e)
+	a.record(e.Outcome, e.Hold)
 }
 
 // ObserveCompletionAt is ObserveCompletion at a given time (a seam for
@@ -402,7 +406,7 @@ func (a *Adaptive) ObserveCompletion(e admit.CompletionEvent) {
 // clock but never the measure.
 func (a *Adaptive) ObserveCompletionAt(e admit.CompletionEvent, now time.Time) {
 	a.closeIfDue(now)
-	a.record(e)
+	a.record(e.Outcome, e.Hold)
 }
 
 // closeIfDue judges the window if it is due, before the sample at hand is
@@ -413,9 +417,13 @@ func (a *Adaptive) closeIfDue(now time.Time) {
 	}
 }
 
-func (a *Adaptive) record(e admit.CompletionEvent) {
-	if sample := e.Sample(); sample {
-		a.cur.Load().add(e.Hold)
+// record adds a completion's hold time to the window if it is a sample.
+// It takes the two fields it needs, not the event: a copy of the event,
+// read back right after it was spilled from the registers it came in,
+// stalled the sample path for longer than the rest of it took.
+func (a *Adaptive) record(o admit.Outcome, hold time.Duration) {
+	if sample := (admit.CompletionEvent{Outcome: o, Hold: hold}).Sample(); sample {
+		a.cur.Load().add(hold)
 	}
 }
 
@@ -493,12 +501,16 @@ func (a *Adaptive) decideLocked(now time.Time) {
 	if a.inUse != nil {
 		inflight = max(inflight, a.inUse())
 	}
-	// The queue's wait is the longest of the window's admissions, but no
-	// more than the previous window's longest: one late wake-up of a
-	// waiting goroutine (on a busy machine, tens of milliseconds) must not
-	// take the hold's budget for a window; a queue that stands is there in
-	// the next window too.
-	wait := time.Duration(a.wait.Swap(0))
+	// The queue's wait is the age of the target's oldest queued request
+	// as the window closes (read here, once a window, rather than from
+	// every admission), but no more than the previous window's: one late
+	// wake-up of a waiting goroutine (on a busy machine, tens of
+	// milliseconds) must not take the hold's budget for a window; a queue
+	// that stands is there in the next window too.
+	var wait time.Duration
+	if a.oldestWait != nil {
+		wait = a.oldestWait()
+	}
 	wait, a.lastWait = min(wait, a.lastWait), wait
 	a.step(now, Window{Latency: lat, Mean: mean, Samples: samples, Inflight: inflight}, max(tail, lat), wait, samples)
 }

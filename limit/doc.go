@@ -81,8 +81,10 @@
 //     request #11579 where each minimum-latency measurement started higher
 //     than the last under sustained load). Config.SLO anchors the limit,
 //     and it is the latency a caller sees: the wait in the gate's queue
-//     plus the hold. The hold's budget is the SLO less the longest queue
-//     wait of the window (never less than half the SLO). A window whose
+//     plus the hold. The hold's budget is the SLO less the queue's wait
+//     (the age of the gate's oldest queued request as a window closes,
+//     once two windows in a row have seen it), never less than half the
+//     SLO. A window whose
 //     measure is above the budget is an overload: the limit shrinks by
 //     Config.Backoff whatever the law proposes, and no law learns from it.
 //     A window whose 99th percentile alone is above the budget brings the
@@ -138,9 +140,9 @@
 //
 // An Adaptive is called from every goroutine that ends a permit.
 // Adaptive.mu guards the window and the controller; ObserveAdmission only
-// touches atomics (the window's peak of slots in use and, for queued
-// admissions, its longest wait). Lock order: Adaptive.mu, then the gate's own lock
-// (SetCapacity); the gate never calls an observer with its lock held. The
+// touches an atomic. Lock order: Adaptive.mu, then the gate's own lock
+// (SetCapacity, OldestWait); the gate never calls an observer with its
+// lock held. The
 // `…At(now)` methods are seams for tests and simulations; with the default
 // clock, testing/synctest drives everything in virtual time.
 //

@@ -17,11 +17,15 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the expected columns of testdata/laws/*.txt")
 
-// fakeTarget records every capacity it is given.
+// fakeTarget records every capacity it is given, and reports a queue
+// wait set by the test.
 type fakeTarget struct {
-	name string
-	caps []int64
+	name   string
+	caps   []int64
+	oldest time.Duration
 }
+
+func (f *fakeTarget) OldestWait() time.Duration { return f.oldest }
 
 func (f *fakeTarget) SetCapacity(c int64) error { f.caps = append(f.caps, c); return nil }
 func (f *fakeTarget) Name() string              { return f.name }
@@ -32,19 +36,22 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // inflight slots, then n completions of the given hold time, then closes
 // the window at t0+window.
 func feedWindow(a *Adaptive, t0 time.Time, window time.Duration, lat time.Duration, inflight int64, n int) time.Time {
-	return feedScripted(a, t0, window, scriptWindow{lat: lat, inflight: inflight}, n)
+	return feedScripted(a, nil, t0, window, scriptWindow{lat: lat, inflight: inflight}, n)
 }
 
 // scriptWindow is one window of a script: every sample at lat except,
 // with a tail, the slowest 2% (so the 90th percentile is lat and the 99th
-// the tail); wait is the queue wait of the window's admission.
+// the tail); wait is the target's oldest queued request as it closes.
 type scriptWindow struct {
 	lat, tail, wait time.Duration
 	inflight        int64
 }
 
-func feedScripted(a *Adaptive, t0 time.Time, window time.Duration, w scriptWindow, n int) time.Time {
-	a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: w.inflight, Wait: w.wait})
+func feedScripted(a *Adaptive, tgt *fakeTarget, t0 time.Time, window time.Duration, w scriptWindow, n int) time.Time {
+	a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: w.inflight})
+	if tgt != nil {
+		tgt.oldest = w.wait
+	}
 	slow := 0
 	if w.tail > 0 {
 		n = max(n, 100)
@@ -195,7 +202,7 @@ func runScript(t *testing.T, file string) {
 		if err != nil {
 			t.Fatalf("%s:%d: %v", file, lineNo, err)
 		}
-		now = feedScripted(a, now, DefaultWindow, w, DefaultMinSamples)
+		now = feedScripted(a, tgt, now, DefaultWindow, w, DefaultMinSamples)
 		st := a.State()
 		got := fmt.Sprintf("%s -> %d %s %s", strings.Join(in, " "), st.Limit, st.Decision, st.Why)
 		out = append(out, got)

@@ -44,9 +44,11 @@ type State struct {
 	Latency  time.Duration // the last window's measure
 	Baseline time.Duration // the law's unloaded latency (0 if none)
 	Ceiling  time.Duration // the SLO ceiling (0: none)
-	// Tail is the last window's 99th percentile hold time, Wait the longest
-	// queue wait admitted in it, Budget what the SLO left the hold (the SLO
-	// less Wait, at least half of it; 0 without an SLO). With a Signal,
+	// Tail is the last window's 99th percentile hold time, Wait the queue's
+	// wait (the age of the target's oldest queued request as the window
+	// closed, if it was as old at the window before), Budget what the SLO
+	// left the hold (the SLO less Wait, at least half of it; 0 without an
+	// SLO). With a Signal,
 	// Tail is the signal's measure and Budget the SLO.
 	Tail, Wait, Budget time.Duration
 	Samples            int   // samples in the last window

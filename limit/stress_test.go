@@ -136,39 +136,34 @@ func TestConcurrentObserversStress(t *testing.T) {
 	}
 }
 
-// TestQueueWaitPeakConcurrent: queued admissions reported from many
-// goroutines at once; the window's longest wait is the largest of them,
-// and the hold's budget is the SLO less it (at least half the SLO).
-func TestQueueWaitPeakConcurrent(t *testing.T) {
+// TestQueueWaitFromTarget: the queue's wait is the age of the target's
+// oldest queued request as a window closes, once two windows in a row
+// have seen it, and the hold's budget is the SLO less it (at least half
+// the SLO).
+func TestQueueWaitFromTarget(t *testing.T) {
 	for _, tc := range []struct {
-		longest, budget time.Duration
-	}{{37 * time.Millisecond, 63 * time.Millisecond}, {80 * time.Millisecond, 50 * time.Millisecond}} {
+		ages         []time.Duration
+		wait, budget time.Duration
+	}{
+		{[]time.Duration{37 * time.Millisecond, 40 * time.Millisecond}, 37 * time.Millisecond, 63 * time.Millisecond},
+		{[]time.Duration{80 * time.Millisecond, 90 * time.Millisecond}, 80 * time.Millisecond, 50 * time.Millisecond},
+		{[]time.Duration{0, 90 * time.Millisecond}, 0, 100 * time.Millisecond}, // one late wake-up
+	} {
 		a, err := New(Config{Law: &Gradient2{}, Initial: 10, SLO: 100 * time.Millisecond, Ramp: Ramp{Steps: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Two windows alike: the wait counts once two windows have had it.
-		for n := range 2 {
-			start := epoch.Add(time.Duration(n) * DefaultWindow)
-			var wg sync.WaitGroup
-			for i := range 8 {
-				wg.Go(func() {
-					for k := range 200 {
-						w := time.Duration(k%30+i) * time.Millisecond
-						if i == 3 && k == 150 {
-							w = tc.longest
-						}
-						a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: 5, Wait: w})
-						a.ObserveCompletionAt(admit.CompletionEvent{Outcome: admit.OutcomeOK, Weight: 1, Hold: 5 * time.Millisecond}, start)
-					}
-				})
-			}
-			wg.Wait()
-			a.DecideAt(start.Add(DefaultWindow))
+		tgt := &fakeTarget{name: "g"}
+		if err := a.Attach(tgt); err != nil {
+			t.Fatal(err)
 		}
-		st := a.State()
-		if st.Windows != 2 || st.Wait != tc.longest || st.Budget != tc.budget {
-			t.Errorf("after %d window(s): longest wait %v, budget %v; want %v and %v", st.Windows, st.Wait, st.Budget, tc.longest, tc.budget)
+		now := epoch
+		for _, age := range tc.ages {
+			tgt.oldest = age
+			now = feedWindow(a, now, DefaultWindow, 5*time.Millisecond, 5, DefaultMinSamples)
+		}
+		if st := a.State(); st.Windows != 2 || st.Wait != tc.wait || st.Budget != tc.budget {
+			t.Errorf("ages %v: after %d window(s) wait %v, budget %v; want %v and %v", tc.ages, st.Windows, st.Wait, st.Budget, tc.wait, tc.budget)
 		}
 	}
 }
