@@ -20,6 +20,7 @@ type LimitMetrics struct {
 	limit []*limit.Adaptive
 
 	capacity, latency, baseline, ceiling, overload, episode *prometheus.Desc
+	tail, wait, budget                                      *prometheus.Desc
 	decisions, windows                                      *prometheus.Desc
 	rampActive, rampLevel, rampSteps, rampTarget            *prometheus.Desc
 }
@@ -33,6 +34,9 @@ func NewLimitMetrics() *LimitMetrics {
 		latency:    prometheus.NewDesc("sluice_limit_latency_seconds", "The last window's latency measure (a quantile of hold times, or the signal).", gl, nil),
 		baseline:   prometheus.NewDesc("sluice_limit_baseline_seconds", "The law's learned unloaded latency.", gl, nil),
 		ceiling:    prometheus.NewDesc("sluice_limit_ceiling_seconds", "The SLO ceiling the limit is anchored to (0: none).", g, nil),
+		tail:       prometheus.NewDesc("sluice_limit_tail_seconds", "The last window's 99th percentile hold time (or the signal's measure).", g, nil),
+		wait:       prometheus.NewDesc("sluice_limit_queue_wait_seconds", "The queue's wait counted against the SLO: the oldest waiter's age as the window closed, if it was as old a window before.", g, nil),
+		budget:     prometheus.NewDesc("sluice_limit_budget_seconds", "What the SLO leaves the hold: the SLO less the queue's wait, at least half of it (0: no SLO).", g, nil),
 		overload:   prometheus.NewDesc("sluice_limit_overload", "1 if the last window was above the SLO ceiling.", g, nil),
 		episode:    prometheus.NewDesc("sluice_limit_episode", "1 while an overload episode is under way.", g, nil),
 		decisions:  prometheus.NewDesc("sluice_limit_decisions_total", "Windows judged, by decision.", []string{"gate", "decision"}, nil),
@@ -59,7 +63,7 @@ func (m *LimitMetrics) Add(a *limit.Adaptive) {
 // Describe implements prometheus.Collector.
 func (m *LimitMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.capacity, m.latency, m.baseline, m.ceiling, m.overload, m.episode,
-		m.decisions, m.windows, m.rampActive, m.rampLevel, m.rampSteps, m.rampTarget} {
+		m.tail, m.wait, m.budget, m.decisions, m.windows, m.rampActive, m.rampLevel, m.rampSteps, m.rampTarget} {
 		ch <- d
 	}
 }
@@ -85,6 +89,9 @@ func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.latency, s.Latency.Seconds(), s.Gate, s.Law)
 		gauge(m.baseline, s.Baseline.Seconds(), s.Gate, s.Law)
 		gauge(m.ceiling, s.Ceiling.Seconds(), s.Gate)
+		gauge(m.tail, s.Tail.Seconds(), s.Gate)
+		gauge(m.wait, s.Wait.Seconds(), s.Gate)
+		gauge(m.budget, s.Budget.Seconds(), s.Gate)
 		gauge(m.overload, boolValue(s.Overload), s.Gate)
 		gauge(m.episode, boolValue(s.Episode), s.Gate)
 		for d := limit.DecisionHold; d < limit.NumDecisions; d++ {

@@ -59,6 +59,18 @@ sluice_limit_windows_total{gate="upstream"} 1
 		"sluice_limit_capacity", "sluice_limit_overload", "sluice_limit_ceiling_seconds", "sluice_limit_windows_total"); err != nil {
 		t.Error(err)
 	}
+	// The SLO's inputs: nothing queued, so the hold's budget is the whole
+	// SLO; the tail is the window's 99th percentile (80 ms, within the
+	// histogram's resolution).
+	if got := gaugeValue(t, reg, "sluice_limit_budget_seconds"); got != 0.05 {
+		t.Errorf("budget %v, want 0.05", got)
+	}
+	if got := gaugeValue(t, reg, "sluice_limit_queue_wait_seconds"); got != 0 {
+		t.Errorf("queue wait %v, want 0", got)
+	}
+	if got := gaugeValue(t, reg, "sluice_limit_tail_seconds"); got < 0.075 || got > 0.085 {
+		t.Errorf("tail %v, want about 0.08", got)
+	}
 	if g.Capacity() != 9 {
 		t.Errorf("gate capacity %d, want 9", g.Capacity())
 	}

@@ -82,7 +82,10 @@ type Config struct {
 	// DefaultMaxInflight; negative is an error.
 	MaxInflight int64
 	// Queue and MaxWait bound the upstream gate's wait queue (see
-	// admit.Config.MaxWaiters and MaxWait): 0 means no queue.
+	// admit.Config.MaxWaiters and MaxWait): 0 means no queue. A queue
+	// without a MaxWait in front of an adaptive limit with an SLO waits
+	// a quarter of the SLO (limit.QueueWaitFor); otherwise the gate's
+	// default applies. The same holds for a route's queue.
 	Queue   int
 	MaxWait time.Duration
 	// Limit makes the upstream gate's capacity adaptive. The zero value

@@ -292,8 +292,13 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 			obs = gs.adaptive
 		}
 	}
-	if queue == 0 {
+	switch {
+	case queue == 0:
 		maxWait = 0
+	case maxWait == 0 && gs.adaptive != nil && l.SLO > 0:
+		// The SLO covers the queue's wait and the hold: as sluice serve
+		// does, a queue without its own bound waits a quarter of it.
+		maxWait = limit.QueueWaitFor(time.Duration(l.SLO))
 	}
 	pol := compiled.Policy
 	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,

@@ -16,20 +16,26 @@ type ClassState struct {
 // LimitState is an adaptive limit's state in /state: the capacity it set,
 // its algorithm's inputs, the last decision and the recovery ramp.
 type LimitState struct {
-	Gate            string    `json:"gate"`
-	Law             string    `json:"law"`
-	Limit           int64     `json:"limit"`
-	LatencySeconds  float64   `json:"latency_seconds"`
-	BaselineSeconds float64   `json:"baseline_seconds"`
-	CeilingSeconds  float64   `json:"ceiling_seconds"`
-	Samples         int       `json:"samples"`
-	Inflight        int64     `json:"inflight"`
-	Overload        bool      `json:"overload"`
-	Episode         bool      `json:"episode"`
-	Decision        string    `json:"decision"`
-	Why             string    `json:"why"`
-	Windows         uint64    `json:"windows"`
-	Ramp            RampState `json:"ramp"`
+	Gate            string  `json:"gate"`
+	Law             string  `json:"law"`
+	Limit           int64   `json:"limit"`
+	LatencySeconds  float64 `json:"latency_seconds"`
+	BaselineSeconds float64 `json:"baseline_seconds"`
+	CeilingSeconds  float64 `json:"ceiling_seconds"`
+	// TailSeconds is the last window's 99th percentile hold time,
+	// QueueWaitSeconds the queue's wait counted against the SLO, and
+	// BudgetSeconds what the SLO leaves the hold (see limit.State).
+	TailSeconds      float64   `json:"tail_seconds"`
+	QueueWaitSeconds float64   `json:"queue_wait_seconds"`
+	BudgetSeconds    float64   `json:"budget_seconds"`
+	Samples          int       `json:"samples"`
+	Inflight         int64     `json:"inflight"`
+	Overload         bool      `json:"overload"`
+	Episode          bool      `json:"episode"`
+	Decision         string    `json:"decision"`
+	Why              string    `json:"why"`
+	Windows          uint64    `json:"windows"`
+	Ramp             RampState `json:"ramp"`
 }
 
 // RampState is the recovery ramp's part of LimitState.
@@ -72,6 +78,7 @@ func limitState(a *limit.Adaptive) LimitState {
 	return LimitState{
 		Gate: s.Gate, Law: s.Law, Limit: s.Limit,
 		LatencySeconds: s.Latency.Seconds(), BaselineSeconds: s.Baseline.Seconds(), CeilingSeconds: s.Ceiling.Seconds(),
+		TailSeconds: s.Tail.Seconds(), QueueWaitSeconds: s.Wait.Seconds(), BudgetSeconds: s.Budget.Seconds(),
 		Samples: s.Samples, Inflight: s.Inflight, Overload: s.Overload, Episode: s.Episode,
 		Decision: s.Decision.String(), Why: s.Why, Windows: s.Windows,
 		Ramp: RampState{Active: s.Ramp.Active, Level: s.Ramp.Level, Steps: s.Ramp.Steps, Floor: s.Ramp.Floor,

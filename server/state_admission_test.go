@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,11 @@ func TestStateShowsQueueAgeClassesAndLimits(t *testing.T) {
 	}
 	if len(st.Limits) != 1 || st.Limits[0].Gate != "work" || st.Limits[0].Law != "aimd" || st.Limits[0].Limit < 1 || st.Limits[0].CeilingSeconds != 1 {
 		t.Errorf("limits %+v", st.Limits)
+	}
+	for _, key := range []string{`"tail_seconds"`, `"queue_wait_seconds"`, `"budget_seconds"`} {
+		if !strings.Contains(r.body, key) {
+			t.Errorf("/state lacks the limit's %s: %s", key, r.body)
+		}
 	}
 	cancel()
 	if err := <-done; err == nil {

@@ -79,7 +79,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.Var(&o.upstreams, "upstream", "upstream `URL`, repeatable (or comma-separated): instances of one service, balanced round-robin with passive health")
 	fs.Int64Var(&o.maxInflight, "max-inflight", proxy.DefaultMaxInflight, "slots of the \"upstream\" gate: requests in flight to the upstream at once (the ceiling of an adaptive --limit)")
 	fs.IntVar(&o.queue, "queue", 0, "requests that may wait for an upstream slot (0: refuse at once when full)")
-	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the upstream queue before 503 (0: the gate's default, 1s; needs --queue)")
+	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the upstream queue before 503 (0: a quarter of --slo with an adaptive --limit, else the gate's default, 1s; needs --queue)")
 	fs.StringVar(&o.law, "limit", "fixed", "upstream gate capacity: fixed, or adaptive: "+strings.Join(limit.LawNames(), ", "))
 	fs.Int64Var(&o.limitMin, "limit-min", 0, "floor of an adaptive limit (0: 1)")
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "ceiling of an adaptive limit (0: --max-inflight)")
