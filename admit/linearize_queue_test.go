@@ -33,18 +33,28 @@ import (
 // each Acquire is recorded as several operations, each of which does
 // take effect at one instant inside its interval:
 //
-//   - announce and decide, between the call and the moment another look
-//     (Stats' per-kind Waiting: each waiting Acquire has a kind of its
-//     own) sees it queued or sees it return. announce models the short
-//     window in which a caller about to queue already makes TryAcquire
-//     refuse; decide admits at once, refuses at once (canceled, closed,
-//     too heavy, queue full, shed) or queues, shedding the newest waiter
-//     of the lowest class below it from a full queue;
+//   - decide, from the call until the caller is queued (the first time
+//     the gate asks its context for Done, which it does only once the
+//     caller waits) or, if it never queued, until it returns: it admits
+//     at once, refuses at once (canceled, closed, too heavy, queue full,
+//     shed) or links into the queue, shedding the newest waiter of the
+//     lowest class below it that is not below its share from a full
+//     queue;
+//   - enlist, in the same interval, for a caller that queued: it is
+//     counted as waiting and may be served from then on (the gate links
+//     and counts in two steps, and a release may land in between);
 //   - leave, for a caller that gives up (canceled, or CoDel's wait
-//     limit), from the cancellation (or the call) to the return: it
-//     leaves the queue, or finds itself granted already;
-//   - count, from the same instant to the return: the caller takes its
-//     grant up, hands it back, or has its refusal counted.
+//     limit), from when it woke up (its next look at its context) or was
+//     canceled, to its return: it leaves the queue, or finds itself
+//     granted already;
+//   - count, from when it woke up to its return: it takes its grant up,
+//     hands it back, or has its refusal counted.
+//
+// A TryAcquire may also be refused while an Acquire is deciding (a
+// caller about to queue makes admissions that do not queue wait behind
+// it): each TryAcquire carries the Acquires whose decide interval
+// overlaps its own, and the model lets it be refused while one of them
+// has not decided yet.
 //
 // Grants are the model's own steps, not the caller's: after any
 // operation the model may grant, but only the waiter the gate must
@@ -52,10 +62,9 @@ import (
 // its guaranteed share first, then the highest class, then the oldest
 // (FIFO), the newest (LIFO) or either (CoDel, whose direction depends on
 // how long the queue has stood). Grant order is strict (MaxOvertakes <
-// 0). Every Done and SetCapacity is followed by a pass operation in the
-// same interval, by whose instant everything that can be granted must
-// have been: a release that frees slots a waiter fits in cannot leave it
-// waiting. The model is nondeterministic (porcupine's
+// 0). Every Done is followed by a pass operation in the same interval,
+// by whose instant everything that can be granted must have been: a
+// release that frees slots a waiter fits in cannot leave it waiting. The model is nondeterministic (porcupine's
 // NondeterministicModel): a step returns every state the grants allowed
 // after it can lead to.
 //
@@ -78,9 +87,11 @@ import (
 // overtaking), deadlines (no caller has one; the deadline tests do),
 // when CoDel switches direction and which wait limit it sets (either
 // direction is allowed, and a CoDel waiter may time out at any time),
-// per-kind counts other than Waiting (TestLinearizable checks them on
-// gates without a queue), Queued and OldestWait (read outside the
-// snapshot's lock), and RetryAfter.
+// that a capacity increase grants at once (only that it may), per-kind
+// counts other than Waiting (TestLinearizable checks them on gates
+// without a queue), Capacity, Closed, Queued and OldestWait (read
+// outside the snapshot's lock), and RetryAfter. It relies on the gate
+// asking a waiting caller's context for Done only once it is queued.
 
 var (
 	queueHistories = flag.Int("admit.queue-histories", 1000, "histories TestLinearizableQueues records and checks")
@@ -108,7 +119,6 @@ const (
 	lqShed                        // pushed out of a full queue by a higher class
 	lqClosed                      // the gate closed while it waited
 	lqTooBig                      // a shrink left it unable to fit
-	lqAdmittedNow                 // admitted without waiting (counted)
 	lqRefusedNow                  // refused without waiting; counted by its count step
 )
 
@@ -401,8 +411,6 @@ func (m *lqModel) apply(s lqState, in lqInput, out lqOutput) (lqState, bool) {
 		w := s.e[i]
 		s.e[i] = lqEntry{}
 		switch w.st {
-		case lqAdmittedNow:
-			return s, out.admitted
 		case lqGranted:
 			if out.admitted {
 				s.admitted[w.class]++
