@@ -111,15 +111,15 @@ const (
 type lqStatus uint8
 
 const (
-	lqFree        lqStatus = iota // the slot in lqState.e is unused
-	lqLinked                      // in the queue, not yet counted as waiting (nor served)
-	lqQueued                      // in the queue
-	lqGranted                     // its slots are taken; not awake yet (still waiting)
-	lqLeaving                     // gave up and left the queue; refusal not counted yet
-	lqShed                        // pushed out of a full queue by a higher class
-	lqClosed                      // the gate closed while it waited
-	lqTooBig                      // a shrink left it unable to fit
-	lqRefusedNow                  // refused without waiting; counted by its count step
+	lqFree       lqStatus = iota // the slot in lqState.e is unused
+	lqLinked                     // in the queue, not yet counted as waiting (nor served)
+	lqQueued                     // in the queue
+	lqGranted                    // its slots are taken; not awake yet (still waiting)
+	lqLeaving                    // gave up and left the queue; refusal not counted yet
+	lqShed                       // pushed out of a full queue by a higher class
+	lqClosed                     // the gate closed while it waited
+	lqTooBig                     // a shrink left it unable to fit
+	lqRefusedNow                 // refused without waiting; counted by its count step
 )
 
 // waiting reports whether the Acquire counts in Stats' Waiting.
