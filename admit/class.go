@@ -2,6 +2,8 @@ package admit
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -159,4 +161,77 @@ func (s *ClassShares) minSlots(c Class, capacity int64) int64 {
 		return 0
 	}
 	return max(int64(f*float64(capacity)), 1)
+}
+
+// ParseClassShares parses guaranteed shares written as class=fraction
+// pairs separated by commas, as `sluice serve --class-share` and the
+// proxy's route rules take them: "sheddable=0.1,critical=50%". Each class
+// is one of the four names (a typo in configuration is an error, never a
+// silent default), given once, with a fraction in (0, 1]; the fractions
+// sum to at most 1. Spaces around names and values are ignored; an empty
+// s is no shares. Errors wrap ErrInvalidConfig and quote the pair at
+// fault.
+func ParseClassShares(s string) (ClassShares, error) {
+	var shares ClassShares
+	if strings.TrimSpace(s) == "" {
+		return shares, nil
+	}
+	var seen [NumClasses]bool
+	var sum float64
+	for pair := range strings.SplitSeq(s, ",") {
+		c, v, err := parseClassShare(pair)
+		if err != nil {
+			return ClassShares{}, fmt.Errorf("%w: class share %v", ErrInvalidConfig, err)
+		}
+		if seen[c] {
+			return ClassShares{}, fmt.Errorf("%w: class share %q: class %s given twice", ErrInvalidConfig, pair, c)
+		}
+		seen[c], shares[c] = true, v
+		if sum += v; sum > 1+1e-9 {
+			return ClassShares{}, fmt.Errorf("%w: class shares sum to %v, more than 1", ErrInvalidConfig, sum)
+		}
+	}
+	return shares, nil
+}
+
+// parseClassShare parses one "sheddable=0.1" (or "sheddable=10%").
+func parseClassShare(s string) (Class, float64, error) {
+	name, val, ok := strings.Cut(strings.TrimSpace(s), "=")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q: want class=fraction, e.g. sheddable=0.1", s)
+	}
+	c, known := ParseClass(strings.TrimSpace(name))
+	if !known {
+		return 0, 0, fmt.Errorf("%q: unknown class %q (want %s)", s, name, strings.Join(Classes(), ", "))
+	}
+	val = strings.TrimSpace(val)
+	scale := 1.0
+	if p, ok := strings.CutSuffix(val, "%"); ok {
+		val, scale = p, 100
+	}
+	v, err := strconv.ParseFloat(val, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, 0, fmt.Errorf("%q: fraction %q is not a number", s, val)
+	}
+	if v /= scale; v <= 0 || v > 1 {
+		return 0, 0, fmt.Errorf("%q: fraction %v outside (0, 1]", s, v)
+	}
+	return c, v, nil
+}
+
+// String writes the shares as ParseClassShares reads them, highest class
+// first, classes without a share left out: "critical=0.5,sheddable=0.1".
+func (s ClassShares) String() string {
+	var b strings.Builder
+	for _, name := range Classes() {
+		c, _ := ParseClass(name)
+		if s[c] == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(name + "=" + strconv.FormatFloat(s[c], 'g', -1, 64))
+	}
+	return b.String()
 }

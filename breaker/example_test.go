@@ -25,3 +25,23 @@ func Example() {
 	}
 	// Output: open breaker_open users-api true
 }
+
+// A Group gives each upstream its own breaker: failures on one host open
+// only that host's breaker.
+func ExampleGroup() {
+	g, _ := breaker.NewGroup(breaker.GroupConfig{Breaker: breaker.Config{Name: "backends", MinCalls: 3}})
+	for range 3 {
+		call, _ := g.Get("10.0.0.1:8080").Allow()
+		call.Done(breaker.Failure)
+	}
+	_, errBad := g.Get("10.0.0.1:8080").Allow()
+	_, errGood := g.Get("10.0.0.2:8080").Allow()
+	fmt.Println(breaker.IsOpen(errBad), errGood == nil, g.Len())
+	for key, b := range g.All() {
+		fmt.Println(key, b.Name(), b.State())
+	}
+	// Output:
+	// true true 2
+	// 10.0.0.1:8080 backends/10.0.0.1:8080 open
+	// 10.0.0.2:8080 backends/10.0.0.2:8080 closed
+}

@@ -3,7 +3,10 @@ package grpcsluice
 import (
 	"context"
 	"errors"
+	"io"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -143,7 +146,7 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		var lastErr error
 		var trailer metadata.MD
 		callOpts := append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
-		stop, err := p.Do(ctx, safe, func(n int, to retry.Timeout) retry.Outcome {
+		stop, err := p.DoUpstream(ctx, cc.Target(), safe, func(n int, to retry.Timeout) retry.Outcome {
 			actx, cancel := ctx, context.CancelFunc(nil)
 			if to.Set {
 				actx, cancel = context.WithTimeout(ctx, to.Left)
@@ -167,19 +170,39 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	}
 }
 
-// StreamClientInterceptor returns the stream client interceptor. Streams
-// are not retried (messages may already have been consumed); opening one
-// checks the deadline (and shortens it by the margin), the throttle and
-// the breaker, whose call is ended when the stream opens or fails to.
+// StreamClientInterceptor returns the stream client interceptor.
+//
+// A server-streaming call (one request message, a stream of answers) is
+// retried like a unary call, but only before it is committed: until the
+// server has sent response headers, which it does before its first
+// message, nothing has been received, so nothing can be lost or repeated
+// by opening the stream again and resending the request. This is the rule
+// of gRPC's own retry design (gRFC A6). The stream is opened when the
+// caller first calls RecvMsg (or Header): the request arrives through
+// SendMsg after the interceptor returns, and the first attempt must pass
+// the deadline, throttle and breaker checks like any other. So local
+// refusals (throttled, breaker open, no time left) and refusals the
+// Policy gave up on come from the first Recv, where a server-streaming
+// caller already expects the server's errors; the breaker is told the
+// outcome when the stream commits or fails.
+//
+// Client-streaming and bidirectional streams are not retried: their
+// messages are sent while the caller may already be receiving, so a retry
+// would have to buffer and replay every sent message without knowing
+// which the server had acted on. Opening one checks the deadline (and
+// shortens it by the margin), the throttle and the breaker once.
 func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	p := c.cfg.Policy
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if !desc.ClientStreams && desc.ServerStreams {
+			return &retryStream{c: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}, nil
+		}
 		var (
 			cs      grpc.ClientStream
 			lastErr error
 			cancel  context.CancelFunc
 		)
-		_, err := p.Do(ctx, false, func(n int, to retry.Timeout) retry.Outcome {
+		_, err := p.DoUpstream(ctx, cc.Target(), false, func(n int, to retry.Timeout) retry.Outcome {
 			sctx := ctx
 			if to.Set {
 				sctx, cancel = context.WithTimeout(ctx, to.Left)
@@ -217,4 +240,155 @@ func (s *cancelStream) RecvMsg(m any) error {
 		s.cancel()
 	}
 	return err
+}
+
+// retryStream is a server-streaming call that is opened, and retried
+// until it commits, on the first RecvMsg or Header. SendMsg and CloseSend
+// before that are recorded and replayed on every attempt; the generated
+// code of a server-streaming method makes exactly those two calls before
+// it returns the stream.
+type retryStream struct {
+	c        *Client
+	ctx      context.Context
+	desc     *grpc.StreamDesc
+	cc       *grpc.ClientConn
+	method   string
+	streamer grpc.Streamer
+	opts     []grpc.CallOption
+
+	// Written by the caller's SendMsg and CloseSend before the stream is
+	// opened, read while it is opened.
+	req       any
+	hasReq    bool
+	closeSend bool
+
+	once   sync.Once
+	opened atomic.Bool       // set after once ran open: the fields below are fixed
+	cs     grpc.ClientStream // the committed attempt; nil if none
+	err    error             // why no attempt committed
+	first  error             // the committed attempt's first RecvMsg error, kept for the caller (io.EOF: no messages)
+	cancel context.CancelFunc
+}
+
+func (s *retryStream) SendMsg(m any) error {
+	if s.hasReq {
+		return status.Error(codes.Internal, "grpcsluice: a server-streaming call sends one message")
+	}
+	s.req, s.hasReq = m, true
+	return nil
+}
+
+func (s *retryStream) CloseSend() error {
+	s.closeSend = true
+	return nil
+}
+
+// open runs the Policy over attempts: each opens the stream, sends the
+// request and waits for the response headers. Headers commit the stream
+// (the server accepted it; nothing was received yet); a stream that ends
+// without them failed before sending anything and is classified and
+// retried like a unary call.
+func (s *retryStream) open(m any) {
+	p := s.c.cfg.Policy
+	safe := s.c.cfg.Idempotent != nil && s.c.cfg.Idempotent(s.method)
+	var lastErr error
+	stop, err := p.DoUpstream(s.ctx, s.cc.Target(), safe, func(n int, to retry.Timeout) retry.Outcome {
+		// The attempt's own context ends a failed attempt's stream; a
+		// committed one's ends with the stream (RecvMsg's error).
+		var (
+			actx   context.Context
+			cancel context.CancelFunc
+		)
+		if to.Set {
+			actx, cancel = context.WithTimeout(s.ctx, to.Left)
+		} else {
+			actx, cancel = context.WithCancel(s.ctx)
+		}
+		cs, err := s.streamer(actx, s.desc, s.cc, s.method, s.opts...)
+		if err == nil && s.hasReq {
+			err = cs.SendMsg(s.req)
+		}
+		if err == nil && s.closeSend {
+			err = cs.CloseSend()
+		}
+		var trailer metadata.MD
+		if err == nil {
+			var md metadata.MD
+			if md, err = cs.Header(); md != nil && err == nil {
+				s.cs, s.cancel, lastErr = cs, cancel, nil
+				return retry.Outcome{Accepted: true, Breaker: breaker.Success}
+			}
+			// No headers: the stream ended before the server sent
+			// anything; RecvMsg returns how it ended without decoding.
+			if err == nil {
+				if err = cs.RecvMsg(m); err == io.EOF {
+					// Ended with OK and no message: a committed, empty stream.
+					s.cs, s.cancel, s.first, lastErr = cs, cancel, io.EOF, nil
+					return retry.Outcome{Accepted: true, Breaker: breaker.Success}
+				}
+			}
+			trailer = cs.Trailer()
+		}
+		cancel()
+		lastErr = err
+		return classify(s.ctx, err, trailer)
+	})
+	switch {
+	case err != nil:
+		s.err = localError(err)
+	case lastErr != nil && stop.GaveUp():
+		if code := status.Code(lastErr); code == codes.Unavailable || code == codes.ResourceExhausted {
+			s.err = gaveUp(stop, lastErr)
+		} else {
+			s.err = lastErr
+		}
+	case lastErr != nil:
+		s.err = lastErr
+	}
+}
+
+func (s *retryStream) RecvMsg(m any) error {
+	s.start(m)
+	if s.cs == nil {
+		return s.err
+	}
+	if s.first != nil {
+		err := s.first
+		s.cancel()
+		return err
+	}
+	err := s.cs.RecvMsg(m)
+	if err != nil {
+		s.cancel()
+	}
+	return err
+}
+
+func (s *retryStream) Header() (metadata.MD, error) {
+	s.start(nil)
+	if s.cs == nil {
+		return nil, s.err
+	}
+	return s.cs.Header()
+}
+
+func (s *retryStream) start(m any) {
+	s.once.Do(func() {
+		s.open(m)
+		s.opened.Store(true)
+	})
+}
+
+func (s *retryStream) Trailer() metadata.MD {
+	if !s.opened.Load() || s.cs == nil {
+		return nil
+	}
+	return s.cs.Trailer()
+}
+
+func (s *retryStream) Context() context.Context {
+	if !s.opened.Load() || s.cs == nil {
+		return s.ctx
+	}
+	return s.cs.Context()
 }

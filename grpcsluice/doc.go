@@ -63,6 +63,29 @@
 // of services only the layer nearest the failure retries, as with
 // retry.NoRetryHeader over HTTP.
 //
-// Streams are not retried: opening one checks the deadline, throttle and
+// # Streams
+//
+// A server-streaming call (one request, a stream of answers) is retried
+// like a unary call, but only until it commits: until the server sends
+// its response headers (which come before its first message) the caller
+// has received nothing, so opening the stream again and resending the
+// one request loses and repeats nothing. That is gRPC's own rule for
+// retries (gRFC A6). Because the request reaches the stream through
+// SendMsg after the interceptor returns, the stream is opened on the
+// caller's first Recv (or Header): local refusals and refusals the Policy
+// gave up on are returned there, where a server-streaming caller already
+// handles the server's errors. The breaker is told the result when the
+// stream commits or fails.
+//
+// Client-streaming and bidirectional streams are not retried: their
+// messages go out while the caller may already be receiving, so a retry
+// would have to buffer and replay every message without knowing which
+// ones the server acted on. Opening one checks the deadline, throttle and
 // breaker once.
+//
+// # Per-upstream breakers
+//
+// With retry.Config.Breakers, every connection target (cc.Target()) has
+// its own breaker, so one client Policy can call several services and a
+// failing one opens only its own breaker.
 package grpcsluice

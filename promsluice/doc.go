@@ -45,6 +45,17 @@
 //	sluice_admission_peak_in_use{gate}
 //	sluice_admission_misuse_total{gate}
 //
+// # Refusals made outside gates
+//
+// A quota, a breaker or a retry policy refuses without a gate, yet `sluice
+// load --metrics` attributes a refusal only through
+// sluice_admission_rejected_total. GateMetrics.AddRefusals adds such
+// refusals to that family (QuotaRefusals reads quotas' Stats for it), so
+// one collector owns the family and a series two sources report is
+// summed, never exported twice:
+//
+//	gm.AddRefusals(promsluice.QuotaRefusals(perClient.Stats))
+//
 // # Design
 //
 // Counters and gauges are read from each gate's Stats snapshot at scrape

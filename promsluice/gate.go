@@ -25,8 +25,9 @@ type GateMetrics struct {
 	wait *prometheus.HistogramVec
 	hold *prometheus.HistogramVec
 
-	mu    sync.Mutex
-	gates []*admit.Gate
+	mu       sync.Mutex
+	gates    []*admit.Gate
+	refusals []func() []Refusal // AddRefusals
 
 	offered, admitted, rejected, completed    *prometheus.Desc
 	inflight, waiting, capacity, peak, misuse *prometheus.Desc
@@ -167,13 +168,19 @@ func (m *GateMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	gates := append([]*admit.Gate(nil), m.gates...)
 	m.mu.Unlock()
+	outside := m.readRefusals() // refusals made outside gates, merged into the same family
 	for _, g := range gates {
 		s := g.Stats()
 		for _, k := range s.Kinds {
 			ch <- prometheus.MustNewConstMetric(m.offered, prometheus.CounterValue, float64(k.Offered), s.Gate, k.Kind)
 			ch <- prometheus.MustNewConstMetric(m.admitted, prometheus.CounterValue, float64(k.Admitted), s.Gate, k.Kind)
 			for r := admit.ReasonNone + 1; int(r) < admit.NumReasons; r++ {
-				ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(k.Rejected[r]), s.Gate, k.Kind, r.String())
+				n := k.Rejected[r]
+				if key := (refusalKey{s.Gate, k.Kind, r.String()}); outside != nil {
+					n += outside[key]
+					delete(outside, key)
+				}
+				ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(n), s.Gate, k.Kind, r.String())
 			}
 			for o := admit.OutcomeOK; int(o) < admit.NumOutcomes; o++ {
 				ch <- prometheus.MustNewConstMetric(m.completed, prometheus.CounterValue, float64(k.Completed[o]), s.Gate, k.Kind, o.String())
@@ -196,6 +203,9 @@ func (m *GateMetrics) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(m.classWaiting, prometheus.GaugeValue, float64(cs.Waiting), s.Gate, c)
 			}
 		}
+	}
+	for k, n := range outside {
+		ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(n), k.gate, k.kind, k.reason)
 	}
 	m.wait.Collect(ch)
 	m.hold.Collect(ch)

@@ -16,8 +16,10 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/redisquota"
 )
 
 // Defaults for the zero Config.
@@ -86,6 +88,19 @@ type Config struct {
 	// Limit makes the upstream gate's capacity adaptive. The zero value
 	// is a fixed capacity.
 	Limit Limit
+	// Queueing orders the upstream gate's queue and gives requests a
+	// class from a header (needs Queue). The zero value is FIFO with every
+	// request critical.
+	Queueing Queueing
+
+	// FleetQuotas, when set, is the template of the routes' fleet
+	// quotas: a route quota whose Scope is "fleet", or empty, is a
+	// redisquota.Quota built from it, with the route's Name, Rate, Burst
+	// and MaxKeys, so its rate holds across every proxy sharing the Redis
+	// (Client, Mode, Fallback, Instances, Timeout... as the template has
+	// them). Nil: every route quota is local to this process, and a Scope
+	// of "fleet" is an error.
+	FleetQuotas *redisquota.Config
 
 	// Routes are matched in order; the first whose Host, Methods and
 	// PathPrefix all match takes the request. A request no route matches
@@ -158,6 +173,32 @@ type Limit struct {
 // Adaptive reports whether the limit moves.
 func (l Limit) Adaptive() bool { return l.Law != "" && l.Law != "fixed" }
 
+// Queueing says how a gate's queue is ordered and which requests it sheds
+// first, with the meaning `sluice serve` gives its --queue-discipline,
+// --priority-header and --class-share (httpgate.QueueRules checks both).
+// The zero value is a FIFO queue with every request in the default class,
+// critical.
+type Queueing struct {
+	// Discipline is "fifo" (or empty), "lifo" or "codel"; other than
+	// fifo needs a queue.
+	Discipline string `json:"queue_discipline,omitempty"`
+	// PriorityHeader names the request header carrying the request's
+	// class: critical_plus, critical, sheddable_plus or sheddable. A
+	// missing, unknown or oversized value is critical, so a bad header
+	// never buys a better class. Under pressure lower classes are
+	// refused first (reason shed). Needs a queue.
+	PriorityHeader string `json:"priority_header,omitempty"`
+	// ClassShares are guaranteed minimum shares of the gate,
+	// "class=fraction" each ("sheddable=0.1", "critical=50%"), summing to
+	// at most 1. Needs PriorityHeader.
+	ClassShares []string `json:"class_shares,omitempty"`
+}
+
+func (q Queueing) compile(queue int) (httpgate.Compiled, error) {
+	return httpgate.QueueRules{Discipline: q.Discipline, PriorityHeader: q.PriorityHeader, ClassShares: q.ClassShares}.
+		Compile(queue, httpgate.RuleNames{Discipline: "queue_discipline", PriorityHeader: "priority_header", ClassShares: "class_shares", Queue: "queue"})
+}
+
 // Route is a per-route rule, the unit of the proxy's config file.
 type Route struct {
 	// Name labels the route's gate, and its quota as Name+"-quota"
@@ -181,6 +222,11 @@ type Route struct {
 	MaxWait Duration `json:"max_wait,omitempty"`
 	// Limit makes the route gate adaptive (needs MaxInflight).
 	Limit
+	// Queueing orders the route gate's queue and gives the route's
+	// requests their class from a header (needs Queue). A route without
+	// a PriorityHeader takes its requests' class from the upstream's
+	// (Config.Queueing), if any.
+	Queueing
 
 	// Cost is how many slots of the upstream gate, and tokens of the
 	// route's quota, one request takes. 0 means 1.
@@ -188,6 +234,10 @@ type Route struct {
 	// Quota, if set, limits each client's rate on this route (429).
 	Quota *RouteQuota `json:"quota,omitempty"`
 }
+
+// QuotaName is the name of the route's quota (refusals, metrics, fleet
+// keys): the route's name and "-quota".
+func (rt Route) QuotaName() string { return rt.Name + quotaSuffix }
 
 // RouteQuota is a per-client rate quota on one route (package quota).
 type RouteQuota struct {
@@ -199,7 +249,17 @@ type RouteQuota struct {
 	Key string `json:"key,omitempty"`
 	// MaxKeys bounds the key table; 0 means quota's default.
 	MaxKeys int `json:"max_keys,omitempty"`
+	// Scope is "local" (this process's own buckets), "fleet" (shared
+	// through Config.FleetQuotas: `sluice proxy --quota-redis`) or empty:
+	// fleet when the proxy has FleetQuotas, else local.
+	Scope string `json:"scope,omitempty"`
 }
+
+// Quota scopes (RouteQuota.Scope).
+const (
+	ScopeLocal = "local"
+	ScopeFleet = "fleet"
+)
 
 // Duration is a time.Duration written in JSON as a Go duration string
 // ("250ms", "2s").
@@ -299,13 +359,16 @@ func (rt *Route) check() error {
 	if rt.Queue < 0 || rt.MaxWait < 0 {
 		return errors.New("queue and max_wait: want 0 or more")
 	}
-	if rt.MaxInflight == 0 && (rt.Queue > 0 || rt.MaxWait > 0 || rt.Limit != (Limit{})) {
-		return errors.New("queue, max_wait and limit need max_inflight (the route's own gate)")
+	if rt.MaxInflight == 0 && (rt.Queue > 0 || rt.MaxWait > 0 || rt.Limit != (Limit{}) || rt.Discipline != "" || rt.PriorityHeader != "" || len(rt.ClassShares) > 0) {
+		return errors.New("queue, max_wait, limit, queue_discipline, priority_header and class_shares need max_inflight (the route's own gate)")
 	}
 	if rt.MaxWait > 0 && rt.Queue == 0 {
 		return errors.New("max_wait needs queue")
 	}
 	if err := rt.Limit.check(rt.MaxInflight); err != nil {
+		return err
+	}
+	if _, err := rt.Queueing.compile(rt.Queue); err != nil {
 		return err
 	}
 	if rt.Cost < 0 || rt.Cost > 1_000_000 {
@@ -327,6 +390,9 @@ func (rt *Route) check() error {
 		}
 		if _, err := keyHeader(q.Key); err != nil {
 			return err
+		}
+		if q.Scope != "" && q.Scope != ScopeLocal && q.Scope != ScopeFleet {
+			return fmt.Errorf("quota scope %q: want local or fleet", q.Scope)
 		}
 	}
 	return nil

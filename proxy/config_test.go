@@ -7,14 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/quota/redisquota"
 )
 
 func TestParseRules(t *testing.T) {
 	routes, err := ParseRules(strings.NewReader(`{"routes":[
 		{"name":"search","path":"/search","host":"api.example","methods":["GET","HEAD"],
 		 "max_inflight":8,"queue":16,"max_wait":"250ms","limit":"vegas","limit_min":2,"slo":"200ms",
-		 "cost":2,"quota":{"rate":10,"burst":20,"key":"header:X-Api-Key"}},
+		 "cost":2,"quota":{"rate":10,"burst":20,"key":"header:X-Api-Key"},
+		 "queue_discipline":"codel","priority_header":"X-Priority","class_shares":["sheddable=0.1","critical=50%"]},
 		{"name":"rest"}
 	]}`))
 	if err != nil {
@@ -22,7 +26,8 @@ func TestParseRules(t *testing.T) {
 	}
 	r := routes[0]
 	if r.Name != "search" || r.MaxInflight != 8 || time.Duration(r.MaxWait) != 250*time.Millisecond || r.Law != "vegas" ||
-		time.Duration(r.SLO) != 200*time.Millisecond || r.Cost != 2 || r.Quota.Burst != 20 || len(r.Methods) != 2 {
+		time.Duration(r.SLO) != 200*time.Millisecond || r.Cost != 2 || r.Quota.Burst != 20 || len(r.Methods) != 2 ||
+		r.Discipline != "codel" || r.PriorityHeader != "X-Priority" || len(r.ClassShares) != 2 {
 		t.Fatalf("parsed %+v", r)
 	}
 	if len(routes) != 2 || routes[1].Name != "rest" {
@@ -49,6 +54,15 @@ func TestParseRulesErrors(t *testing.T) {
 		{`{"routes":[{"name":"a","quota":{"rate":0}}]}`, "rate"},
 		{`{"routes":[{"name":"a","quota":{"rate":1,"key":"cookie:x"}}]}`, "key"},
 		{`{"routes":[{"name":"a","colour":"red"}]}`, "unknown field"},
+		{`{"routes":[{"name":"a","queue_discipline":"lifo"}]}`, "need max_inflight"},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue_discipline":"lifo"}]}`, "queue_discipline lifo needs queue"},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"queue_discipline":"stack"}]}`, `queue_discipline "stack"`},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"X P"}]}`, `priority_header "X P"`},
+		{`{"routes":[{"name":"a","max_inflight":2,"priority_header":"X-P"}]}`, "priority_header needs queue"},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"class_shares":["sheddable=0.1"]}]}`, "class_shares needs priority_header"},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":["bulk=0.1"]}]}`, `unknown class "bulk"`},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":["sheddable=0.6","critical=0.6"]}]}`, "more than 1"},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":"sheddable=0.1"}]}`, "cannot unmarshal"},
 		{`{"routes":[]} {}`, "trailing"},
 		{`[`, "unexpected EOF"},
 	} {
@@ -66,7 +80,16 @@ func FuzzParseRules(f *testing.F) {
 	f.Add(`{"routes":[{"name":"b","host":"x.example","methods":["GET"],"queue":2,"max_inflight":1,"max_wait":"10ms"}]}`)
 	f.Add(`{"routes":[{"name":"c","quota":{"rate":1e-9,"burst":0}}]}`)
 	f.Add(`{}`)
+	f.Add(`{"routes":[{"name":"d","max_inflight":2,"queue":4,"queue_discipline":"lifo","priority_header":"X-Priority","class_shares":["sheddable=0.25","critical_plus=10%"]}]}`)
+	f.Add(`{"routes":[{"name":"e","max_inflight":1,"queue":1,"queue_discipline":"codel","priority_header":"P","class_shares":["critical=1"]}]}`)
+	f.Add(`{"routes":[{"name":"f","max_inflight":1,"queue":1,"priority_header":"P","class_shares":["sheddable=0.5,critical=0.5"]}]}`)
+	f.Add(`{"routes":[{"name":"g","quota":{"rate":5,"scope":"local"}}]}`)
+	f.Add(`{"routes":[{"name":"h","path":"/h","quota":{"rate":0.5,"burst":3,"key":"header:K","scope":"fleet"}},{"name":"i","quota":{"rate":2}}]}`)
 	up, _ := url.Parse("http://127.0.0.1:9")
+	// A fleet store that is never called: New builds fleet quotas
+	// without talking to Redis.
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:9"})
+	f.Cleanup(func() { _ = client.Close() })
 	f.Fuzz(func(t *testing.T, in string) {
 		routes, err := ParseRules(strings.NewReader(in))
 		if err != nil {
@@ -75,7 +98,8 @@ func FuzzParseRules(f *testing.F) {
 			}
 			return
 		}
-		p, err := New(Config{Upstreams: []*url.URL{up}, Routes: routes, MaxInflight: admit.MaxCapacity})
+		p, err := New(Config{Upstreams: []*url.URL{up}, Routes: routes, MaxInflight: admit.MaxCapacity,
+			FleetQuotas: &redisquota.Config{Client: client}})
 		if err != nil {
 			t.Fatalf("accepted rules rejected by New: %v", err)
 		}

@@ -7,6 +7,8 @@
 //	p, err := proxy.New(proxy.Config{
 //		Upstreams:   []*url.URL{up},
 //		MaxInflight: 32, // the "upstream" gate
+//		Queue:       32,
+//		Queueing:    proxy.Queueing{Discipline: "codel", PriorityHeader: "X-Priority"},
 //		Limit:       proxy.Limit{Law: "vegas", SLO: proxy.Duration(200 * time.Millisecond)},
 //		Routes: []proxy.Route{{Name: "search", PathPrefix: "/search", MaxInflight: 8, Cost: 2,
 //			Quota: &proxy.RouteQuota{Rate: 10, Burst: 20, Key: "header:X-Api-Key"}}},
@@ -43,11 +45,27 @@
 //
 // Every refusal is the sluice contract: 503 or 429, Retry-After, and
 // {"error":"BUSY"|"RATE_LIMITED","gate":...,"reason":...}. Refusals made by
-// gates are counted by the gates; the others (quotas, breaker, retry policy)
-// are counted by Refusals, which `sluice proxy` adds to
-// sluice_admission_rejected_total so that `sluice load --metrics` attributes
-// every refusal. An upstream failure that is not a refusal is 502 or 504
-// with {"error":"BAD_GATEWAY"|"UPSTREAM_TIMEOUT"}.
+// gates are counted by the gates, those of quotas by the quotas' Stats
+// (QuotaStats), and the others (breaker, retry policy) by Refusals;
+// `sluice proxy` hands the last two to promsluice.GateMetrics.AddRefusals,
+// which exports them in sluice_admission_rejected_total beside the gates',
+// so that `sluice load --metrics` attributes every refusal. An upstream
+// failure that is not a refusal is 502 or 504 with
+// {"error":"BAD_GATEWAY"|"UPSTREAM_TIMEOUT"}.
+//
+// # Queues, classes and fleet quotas
+//
+// Each gate (the upstream gate, Config.Queueing; a route's, Route.Queueing)
+// may order its queue FIFO, LIFO or CoDel and read each request's class
+// (critical_plus, critical, sheddable_plus, sheddable) from a header: under
+// pressure lower classes are refused first (reason shed), and class shares
+// keep a minimum for a class. These mean what `sluice serve`'s flags mean:
+// httpgate.QueueRules checks both. A request's class comes from its
+// route's priority header, or else from the upstream gate's.
+//
+// A route quota is local (this process's buckets) or, with
+// Config.FleetQuotas, a fleet quota on Redis (quota/redisquota), shared by
+// every proxy on that Redis; RouteQuota.Scope picks per route.
 //
 // # Stale-if-error
 //
@@ -74,8 +92,8 @@
 // (admit, limit, quota, retry, breaker, httpgate). It was not measured to
 // fall short for the gate's job; its raw throughput is a bare
 // ReverseProxy's (docs/bench/proxy.md). The stale store is golang-lru's
-// Cache. Queue disciplines and priority classes (in admit) will plug into
-// the gates built by newGateSet.
+// Cache. Queue disciplines and priority classes are admit's; newGateSet
+// applies them to each gate.
 //
 // # Concurrency
 //

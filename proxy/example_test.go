@@ -46,3 +46,30 @@ func ExampleNew() {
 	// 200 hello
 	// 429 {"error":"RATE_LIMITED","gate":"api-quota","reason":"rate"}
 }
+
+// A route whose gate serves its queue newest first and reads each
+// request's class from X-Priority, as /state shows it; a discipline
+// without a queue is a configuration error that names the route.
+func ExampleQueueing() {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	p, err := proxy.New(proxy.Config{
+		Upstreams: []*url.URL{u},
+		Routes: []proxy.Route{{Name: "search", PathPrefix: "/search", MaxInflight: 4, Queue: 8,
+			Queueing: proxy.Queueing{Discipline: "lifo", PriorityHeader: "X-Priority", ClassShares: []string{"sheddable=0.25"}}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	g := p.State().Routes[0].Gate
+	fmt.Println(g.Discipline, g.PriorityHeader, g.Classes[3].Class, g.Classes[3].Share)
+
+	_, err = proxy.New(proxy.Config{Upstreams: []*url.URL{u},
+		Routes: []proxy.Route{{Name: "bad", MaxInflight: 4, Queueing: proxy.Queueing{Discipline: "lifo"}}}})
+	fmt.Println(err)
+	// Output:
+	// lifo X-Priority sheddable 0.25
+	// proxy: invalid config: route 0 ("bad"): queue_discipline lifo needs queue: without a queue nothing waits
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/redisquota"
 	"github.com/sluicehq/sluice/retry"
 )
 
@@ -32,6 +33,7 @@ type Proxy struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	handler  http.Handler
+	unrouted http.Handler // requests no route takes: classified, then admitted
 	upstream *gateSet
 	routes   []*route
 	breaker  *breaker.Breaker
@@ -47,14 +49,34 @@ type route struct {
 	Route
 	host    string // lower-case, port-less
 	gates   *gateSet
-	quota   *quota.Quota
+	quota   routeLimiter // nil without a quota
+	fleet   *redisquota.Quota
 	handler http.Handler
 }
 
-// gateSet is a gate and the adaptive limit moving it (nil when fixed).
+// routeLimiter is a route's quota, local or fleet.
+type routeLimiter interface {
+	quota.Limiter
+	Stats() quota.Stats
+}
+
+// gateSet is a gate, the adaptive limit moving it (nil when fixed) and
+// the queue rules it was built with (for /state).
 type gateSet struct {
 	gate     *admit.Gate
 	adaptive *limit.Adaptive
+	queueing Queueing
+	shares   admit.ClassShares
+	classify func(http.Handler) http.Handler // nil without a priority header
+}
+
+// classified is h behind classify, the middleware that puts the class
+// from a priority header in the request's context (none: h alone).
+func classified(classify func(http.Handler) http.Handler, h http.HandlerFunc) http.Handler {
+	if classify == nil {
+		return h
+	}
+	return classify(h)
 }
 
 // ctxKey carries the matched route to the ReverseProxy's hooks.
@@ -110,20 +132,27 @@ func New(cfg Config) (*Proxy, error) {
 		p.now = time.Now
 	}
 	var err error
-	if p.upstream, err = newGateSet(GateUpstream, cfg.MaxInflight, cfg.Queue, cfg.MaxWait, cfg.Limit, cfg.Observer, cfg.Logger); err != nil {
+	if p.upstream, err = newGateSet(GateUpstream, cfg.MaxInflight, cfg.Queue, cfg.MaxWait, cfg.Limit, cfg.Queueing, cfg.Observer, cfg.Logger); err != nil {
 		return nil, err
 	}
+	p.unrouted = classified(p.upstream.classify, func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, nil) })
 	for _, rc := range cfg.Routes {
 		rt := &route{Route: rc, host: strings.ToLower(rc.Host)}
 		rt.Cost = max(rt.Cost, 1)
+		// A request's class comes from its route's priority header, or
+		// else from the upstream gate's.
+		classify := p.upstream.classify
 		if rc.MaxInflight > 0 {
-			if rt.gates, err = newGateSet(rc.Name, rc.MaxInflight, rc.Queue, time.Duration(rc.MaxWait), rc.Limit, cfg.Observer, cfg.Logger); err != nil {
+			if rt.gates, err = newGateSet(rc.Name, rc.MaxInflight, rc.Queue, time.Duration(rc.MaxWait), rc.Limit, rc.Queueing, cfg.Observer, cfg.Logger); err != nil {
 				return nil, err
 			}
+			if rt.gates.classify != nil {
+				classify = rt.gates.classify
+			}
 		}
-		rt.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, rt) })
+		rt.handler = classified(classify, func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, rt) })
 		if q := rc.Quota; q != nil {
-			if rt.quota, err = quota.New(quota.Config{Name: rc.Name + quotaSuffix, Rate: q.Rate, Burst: q.Burst, MaxKeys: q.MaxKeys}); err != nil {
+			if err := p.newRouteQuota(rt); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 			}
 			name, _ := keyHeader(q.Key)
@@ -134,8 +163,9 @@ func New(cfg Config) (*Proxy, error) {
 			cost := rt.Cost
 			if rt.handler, err = httpgate.Quota(httpgate.QuotaConfig{
 				Limiter: rt.quota, Key: key,
-				Cost:    func(*http.Request) int { return cost },
-				Refusal: p.refuse,
+				Cost: func(*http.Request) int { return cost },
+				// The default refusal: the quota's Stats count it (see
+				// QuotaStats), so p.refuse must not count it again.
 			}, rt.handler); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 			}
@@ -202,6 +232,31 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
+// newRouteQuota builds rt's quota: a fleet quota from the template when
+// the route's scope asks for one (or leaves it to the proxy and the proxy
+// has one), else a local one.
+func (p *Proxy) newRouteQuota(rt *route) error {
+	q := rt.Quota
+	qc := quota.Config{Name: rt.Name + quotaSuffix, Rate: q.Rate, Burst: q.Burst, MaxKeys: q.MaxKeys}
+	fleet := p.cfg.FleetQuotas
+	switch {
+	case q.Scope == ScopeFleet && fleet == nil:
+		return errors.New("quota scope fleet needs a fleet store (sluice proxy --quota-redis)")
+	case q.Scope == ScopeLocal || fleet == nil:
+		lq, err := quota.New(qc)
+		rt.quota = lq
+		return err
+	}
+	fc := *fleet
+	fc.Name, fc.Rate, fc.Burst, fc.MaxKeys = qc.Name, qc.Rate, qc.Burst, qc.MaxKeys
+	if fc.Logger == nil {
+		fc.Logger = p.logger
+	}
+	fq, err := redisquota.New(fc)
+	rt.quota, rt.fleet = fq, fq
+	return err
+}
+
 func orDefault(d, def time.Duration) time.Duration {
 	switch {
 	case d == 0:
@@ -212,8 +267,12 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l Limit, obs admit.Observer, logger *slog.Logger) (*gateSet, error) {
-	gs := &gateSet{}
+func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l Limit, q Queueing, obs admit.Observer, logger *slog.Logger) (*gateSet, error) {
+	compiled, err := q.compile(queue)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
+	}
+	gs := &gateSet{queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}
 	if l.Adaptive() {
 		law, err := limit.ParseLaw(l.Law)
 		if err != nil {
@@ -235,7 +294,9 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 	if queue == 0 {
 		maxWait = 0
 	}
-	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs})
+	pol := compiled.Policy
+	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
+		Discipline: pol.Discipline, ClassShares: pol.ClassShares, ContextClass: pol.ContextClass})
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
@@ -291,10 +352,10 @@ func (rt *route) matches(r *http.Request) bool {
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	rt := p.match(r)
 	if rt == nil {
-		p.admitted(w, r, nil)
+		p.unrouted.ServeHTTP(w, r)
 		return
 	}
-	rt.handler.ServeHTTP(w, r) // the route's quota, then admitted
+	rt.handler.ServeHTTP(w, r) // the route's quota, class, then admitted
 }
 
 // admitted takes the route's gate and the upstream gate, then proxies.
@@ -392,7 +453,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // refuse writes the sluice contract's refusal and counts it when no gate
-// counted it already (quotas, the breaker, the retry policy).
+// counted it already (the breaker, the retry policy). Quotas answer their
+// refusals themselves and count them in their Stats.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	var rej *admit.RejectedError
 	if errors.As(err, &rej) && !p.isGate(rej.Gate()) {
@@ -565,7 +627,8 @@ func (p *Proxy) Breaker() *breaker.Breaker { return p.breaker }
 func (p *Proxy) Policy() *retry.Policy { return p.policy }
 
 // QuotaStats returns the routes' quota counters (for
-// promsluice.NewQuotaMetrics).
+// promsluice.NewQuotaMetrics and promsluice.QuotaRefusals), local and
+// fleet alike.
 func (p *Proxy) QuotaStats() []func() quota.Stats {
 	var out []func() quota.Stats
 	for _, rt := range p.routes {
@@ -605,17 +668,19 @@ func (c *refusalCounts) add(gate string, r admit.Reason) {
 	n.Add(1)
 }
 
-// Refusal is a count of refusals made by a point that is not a gate: a
-// route quota (reason rate), the breaker (breaker_open), the retry policy
-// (shed when throttled, deadline).
+// Refusal is a count of refusals made by a point that is neither a gate
+// nor a quota: the breaker (breaker_open), the retry policy (shed when
+// throttled, deadline).
 type Refusal struct {
 	Gate   string `json:"gate"`
 	Reason string `json:"reason"`
 	Count  uint64 `json:"count"`
 }
 
-// Refusals returns the counts of refusals made outside gates, so that
-// together with the gates' own counters every refusal is attributable.
+// Refusals returns the counts of refusals made outside gates and quotas,
+// so that together with the gates' counters and the quotas' Stats
+// (QuotaStats) every refusal is attributable: `sluice proxy` hands both
+// to promsluice.GateMetrics.AddRefusals.
 func (p *Proxy) Refusals() []Refusal {
 	p.refusals.mu.Lock()
 	defer p.refusals.mu.Unlock()

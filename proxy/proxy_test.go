@@ -31,15 +31,17 @@ func TestPassesRequestsThrough(t *testing.T) {
 }
 
 // block is an upstream handler that holds every request until release is
-// closed (or the request's context ends), and tells entered when it starts.
+// closed, a token on pass lets it (one request a token) or the request's
+// context ends, and tells entered when it starts.
 type block struct {
 	entered  chan string
 	release  chan struct{}
+	pass     chan struct{}
 	canceled atomic.Int64
 }
 
 func newBlock() *block {
-	return &block{entered: make(chan string, 64), release: make(chan struct{})}
+	return &block{entered: make(chan string, 64), release: make(chan struct{}), pass: make(chan struct{}, 64)}
 }
 
 // next returns the path of the next request the upstream receives, or
@@ -59,6 +61,8 @@ func (b *block) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.entered <- r.URL.Path
 	select {
 	case <-b.release:
+		fmt.Fprint(w, "done")
+	case <-b.pass:
 		fmt.Fprint(w, "done")
 	case <-r.Context().Done():
 		b.canceled.Add(1)
@@ -126,17 +130,12 @@ func TestRouteRules(t *testing.T) {
 	if st.Upstream.Inflight != 4 {
 		t.Fatalf("upstream gate inflight %d, want 4", st.Upstream.Inflight)
 	}
-	var quotaRefused uint64
-	for _, r := range st.Refusals {
-		if r.Gate == "search-quota" && r.Reason == "rate" {
-			quotaRefused = r.Count
-		}
-	}
-	if quotaRefused != 1 {
-		t.Fatalf("refusals outside gates %+v: want search/rate = 1", st.Refusals)
-	}
-	if len(st.Routes) != 4 || st.Routes[0].Gate == nil || st.Routes[0].Gate.Inflight != 1 || st.Routes[2].Quota == nil {
+	if len(st.Routes) != 4 || st.Routes[0].Gate == nil || st.Routes[0].Gate.Inflight != 1 || st.Routes[2].Quota == nil ||
+		st.Routes[2].Quota.Limited != 1 || st.Routes[2].QuotaScope != ScopeLocal {
 		t.Fatalf("state routes: %+v", st.Routes)
+	}
+	if len(st.Refusals) != 0 {
+		t.Fatalf("refusals outside gates and quotas %+v: want none (the quota counts its own)", st.Refusals)
 	}
 }
 

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/redisquota"
 )
 
 // State is the proxy's part of the admin /state: each route's rule, gate,
@@ -17,15 +19,40 @@ type State struct {
 	Stale     *StaleState     `json:"stale,omitempty"`
 }
 
-// GateState is one gate's occupancy and, when adaptive, its limit.
+// GateState is one gate's occupancy, its queue (discipline, age, classes)
+// and, when adaptive, its limit.
 type GateState struct {
-	Name     string       `json:"name"`
-	Capacity int64        `json:"capacity"`
-	Inflight int64        `json:"inflight"`
-	Waiting  int64        `json:"waiting"`
-	Admitted uint64       `json:"admitted"`
-	Rejected uint64       `json:"rejected"`
-	Limit    *limit.State `json:"limit,omitempty"`
+	Name     string `json:"name"`
+	Capacity int64  `json:"capacity"`
+	Inflight int64  `json:"inflight"`
+	Waiting  int64  `json:"waiting"`
+	Admitted uint64 `json:"admitted"`
+	Rejected uint64 `json:"rejected"`
+	// Discipline is the queue's order: fifo, lifo or codel.
+	Discipline string `json:"discipline"`
+	// QueueAgeSeconds is how long the oldest request still queued has
+	// waited (0: nobody queued); one that keeps growing is a queue that
+	// does not move.
+	QueueAgeSeconds float64 `json:"queue_age_seconds"`
+	// PriorityHeader and Classes are set when the gate orders its queue
+	// by class: the header read, and each class's share and counts.
+	PriorityHeader string       `json:"priority_header,omitempty"`
+	Classes        []ClassState `json:"classes,omitempty"`
+	Limit          *limit.State `json:"limit,omitempty"`
+}
+
+// ClassState is one priority class of a gate, highest class first.
+type ClassState struct {
+	Class string `json:"class"`
+	// Share is the guaranteed minimum share of the gate (0: none).
+	Share    float64 `json:"share,omitempty"`
+	Admitted uint64  `json:"admitted"`
+	// Shed counts refusals with reason shed (lower classes refused to
+	// make room for higher ones); Rejected counts every reason.
+	Shed     uint64 `json:"shed"`
+	Rejected uint64 `json:"rejected"`
+	InUse    int64  `json:"in_use"`
+	Waiting  int64  `json:"waiting"`
 }
 
 // BreakerState is the upstream breaker's state and counters.
@@ -48,6 +75,10 @@ type RouteState struct {
 	Cost    int          `json:"cost"`
 	Gate    *GateState   `json:"gate,omitempty"`
 	Quota   *quota.Stats `json:"quota,omitempty"`
+	// QuotaScope is local or fleet; Fleet is a fleet quota's state
+	// (store health, mode, clock skew).
+	QuotaScope string            `json:"quota_scope,omitempty"`
+	Fleet      *redisquota.State `json:"fleet,omitempty"`
 }
 
 // StaleState is the stale-if-error store's size.
@@ -60,6 +91,16 @@ func gateState(gs *gateSet) GateState {
 	st := GateState{
 		Name: gs.gate.Name(), Capacity: s.Capacity, Inflight: s.InUse, Waiting: s.Waiting,
 		Admitted: s.Admitted, Rejected: s.Rejected.Total(),
+		Discipline: gs.gate.Discipline().String(), QueueAgeSeconds: s.OldestWait.Seconds(),
+		PriorityHeader: gs.queueing.PriorityHeader,
+	}
+	if st.PriorityHeader != "" {
+		for _, name := range admit.Classes() {
+			c, _ := admit.ParseClass(name)
+			cs := &s.Classes[c]
+			st.Classes = append(st.Classes, ClassState{Class: name, Share: gs.shares[c], Admitted: cs.Admitted,
+				Shed: cs.Rejected[admit.ReasonShed], Rejected: cs.Rejected.Total(), InUse: cs.InUse, Waiting: cs.Waiting})
+		}
 	}
 	if gs.adaptive != nil {
 		ls := gs.adaptive.State()
@@ -84,7 +125,11 @@ func (p *Proxy) State() State {
 		}
 		if rt.quota != nil {
 			qs := rt.quota.Stats()
-			rs.Quota = &qs
+			rs.Quota, rs.QuotaScope = &qs, ScopeLocal
+		}
+		if rt.fleet != nil {
+			fs := rt.fleet.State()
+			rs.Fleet, rs.QuotaScope = &fs, ScopeFleet
 		}
 		st.Routes = append(st.Routes, rs)
 	}

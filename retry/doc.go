@@ -85,6 +85,16 @@
 // Policy, Budget and Throttle are safe for concurrent use. Budget and
 // Throttle each keep a ring of ten buckets under one mutex; an attempt
 // takes each lock once or twice for a few additions. A successful call
-// without a deadline sends the caller's own request; with a deadline (or
-// a retried body) the attempt is a shallow copy with its own header map.
+// without a deadline sends the caller's own request and allocates
+// nothing; with a deadline (or a retried body) the attempt is a shallow
+// copy with its own header map, three allocations: the copy, which also
+// holds the formatted Request-Timeout value, and the map's two. The
+// caller's request and header map are never modified or shared, and the
+// attempt stays valid after RoundTrip returns (resp.Request points at it).
+//
+// # Several upstreams
+//
+// Config.Breakers gives every upstream (the request's URL.Host, a gRPC
+// target, or DoUpstream's argument) its own breaker from a breaker.Group,
+// so one failing host does not make the client refuse calls to the others.
 package retry

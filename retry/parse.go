@@ -58,16 +58,25 @@ func trimSpace(s string) string {
 // httpgate.ParseDeadline reads. d below one millisecond is written as
 // "0.001" so the header never says zero.
 func FormatTimeout(d time.Duration) string {
+	var buf [timeoutLen]byte
+	return string(appendTimeout(buf[:0], d))
+}
+
+// timeoutLen bounds what appendTimeout writes: at most 16 digits of whole
+// seconds (the largest Duration is about 9.2e9 s), a point and 3 digits.
+const timeoutLen = 24
+
+// appendTimeout appends FormatTimeout(d) to b.
+func appendTimeout(b []byte, d time.Duration) []byte {
 	ms := max(int64(d/time.Millisecond), 1)
-	var buf [24]byte
-	b := strconv.AppendInt(buf[:0], ms/1000, 10)
+	b = strconv.AppendInt(b, ms/1000, 10)
 	if frac := ms % 1000; frac != 0 {
 		b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 		for b[len(b)-1] == '0' {
 			b = b[:len(b)-1]
 		}
 	}
-	return string(b)
+	return b
 }
 
 // Backoff returns the wait before retry number retry (1 for the first

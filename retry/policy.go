@@ -56,8 +56,15 @@ type Config struct {
 	Throttle   *Throttle
 	NoThrottle bool
 	// Breaker, when set, is asked before every attempt and told its result.
-	// Use one breaker per upstream.
+	// Use one breaker per upstream: a Policy whose calls go to several
+	// hosts should use Breakers instead.
 	Breaker *breaker.Breaker
+	// Breakers, when set, gives every upstream its own breaker from the
+	// group: Transport keys it by the request's URL.Host, grpcsluice by
+	// the connection's target, DoUpstream by its argument. A failing host
+	// then opens only its own breaker. Setting both Breaker and Breakers
+	// is an error.
+	Breakers *breaker.Group
 	// DeadlineHeader is the request header that carries the remaining
 	// deadline to the upstream, in decimal seconds. Empty means
 	// "Request-Timeout" (what sluice servers read); "-" means none.
@@ -107,6 +114,7 @@ type Policy struct {
 	budget                     *Budget
 	throttle                   *Throttle
 	breaker                    *breaker.Breaker
+	breakers                   *breaker.Group
 	deadlineHeader             string
 	margin, serviceTime, maxRA time.Duration
 	idemKey                    string
@@ -124,6 +132,9 @@ func New(cfg Config) (*Policy, error) {
 	if cfg.MaxAttempts < 0 || cfg.BaseDelay < 0 || cfg.MaxDelay < 0 {
 		return nil, fmt.Errorf("%w: MaxAttempts %d BaseDelay %v MaxDelay %v", ErrInvalidConfig, cfg.MaxAttempts, cfg.BaseDelay, cfg.MaxDelay)
 	}
+	if cfg.Breaker != nil && cfg.Breakers != nil {
+		return nil, fmt.Errorf("%w: both Breaker and Breakers set", ErrInvalidConfig)
+	}
 	p := &Policy{
 		name:           orDefault(cfg.Name, "default"),
 		maxAttempts:    orDefault(cfg.MaxAttempts, 3),
@@ -132,6 +143,7 @@ func New(cfg Config) (*Policy, error) {
 		budget:         cfg.Budget,
 		throttle:       cfg.Throttle,
 		breaker:        cfg.Breaker,
+		breakers:       cfg.Breakers,
 		deadlineHeader: orDefault(cfg.DeadlineHeader, "Request-Timeout"),
 		margin:         max(orDefault(cfg.DeadlineMargin, 5*time.Millisecond), 0),
 		serviceTime:    max(orDefault(cfg.ServiceTime, 50*time.Millisecond), 0),
@@ -268,7 +280,29 @@ type Timeout struct {
 // (ErrDeadline, ErrThrottled, the breaker's *admit.RejectedError) or when
 // ctx ends during a wait (ctx.Err()); otherwise the caller holds the last
 // attempt's answer and Stop says why it is final.
+//
+// With Config.Breakers, Do uses the group's breaker for the key "";
+// DoUpstream names the upstream.
 func (p *Policy) Do(ctx context.Context, safe bool, attempt func(n int, t Timeout) Outcome) (Stop, error) {
+	return p.do(ctx, p.breakerFor(""), safe, attempt)
+}
+
+// DoUpstream is Do for a call to upstream (a host, a gRPC target): with
+// Config.Breakers it asks and tells that upstream's breaker; otherwise it
+// is Do.
+func (p *Policy) DoUpstream(ctx context.Context, upstream string, safe bool, attempt func(n int, t Timeout) Outcome) (Stop, error) {
+	return p.do(ctx, p.breakerFor(upstream), safe, attempt)
+}
+
+// breakerFor returns the breaker for calls to upstream, or nil.
+func (p *Policy) breakerFor(upstream string) *breaker.Breaker {
+	if p.breakers != nil {
+		return p.breakers.Get(upstream)
+	}
+	return p.breaker
+}
+
+func (p *Policy) do(ctx context.Context, br *breaker.Breaker, safe bool, attempt func(n int, t Timeout) Outcome) (Stop, error) {
 	// The clock is read once before and once after each attempt and the
 	// reading shared by budget, throttle and breaker: a time.Now costs up
 	// to 100 ns on some virtual machines.
@@ -297,8 +331,8 @@ func (p *Policy) Do(ctx context.Context, safe bool, attempt func(n int, t Timeou
 			return StopThrottled, nil
 		}
 		var call breaker.Call
-		if p.breaker != nil {
-			c, err := p.breaker.AllowAt(now)
+		if br != nil {
+			c, err := br.AllowAt(now)
 			if err != nil {
 				p.emit(EventBreakerOpen)
 				if n == 1 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/breaker"
 )
@@ -28,7 +30,8 @@ import (
 // http.NewRequest does for in-memory bodies). When the transport gives up on
 // such an answer it passes it up with NoRetryHeader set, so callers above
 // do not retry it again. Errors that stop the first attempt: ErrDeadline,
-// ErrThrottled, or the breaker's *admit.RejectedError.
+// ErrThrottled, or the breaker's *admit.RejectedError. With
+// Config.Breakers each request's URL.Host has its own breaker.
 type Transport struct {
 	Policy *Policy
 	// Next sends each attempt; nil means http.DefaultTransport.
@@ -53,7 +56,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		err  error
 	)
 	n := 0 // attempts made
-	stop, perr := p.Do(ctx, safe, func(attempt int, to Timeout) Outcome {
+	stop, perr := p.DoUpstream(ctx, req.URL.Host, safe, func(attempt int, to Timeout) Outcome {
 		n = attempt
 		if resp != nil { // a retry: the previous answer is discarded
 			io.CopyN(io.Discard, resp.Body, drainLimit)
@@ -112,7 +115,8 @@ func (p *Policy) attemptRequest(req *http.Request, n int, to Timeout) (*http.Req
 	if !setTimeout && !replay {
 		return req, nil
 	}
-	// One allocation for the copy and the header's value slice.
+	// One allocation for the copy, the header's value slice and the
+	// value's bytes; the header map is the other two.
 	a := new(attemptReq)
 	a.r = *req
 	r := &a.r
@@ -128,16 +132,30 @@ func (p *Policy) attemptRequest(req *http.Request, n int, to Timeout) (*http.Req
 		for k, v := range req.Header {
 			h[k] = v
 		}
-		a.v[0] = FormatTimeout(to.Left)
+		a.v[0] = a.timeout(to.Left)
 		h[p.deadlineHeader] = a.v[:]
 		r.Header = h
 	}
 	return r, nil
 }
 
+// attemptReq is an attempt's request with the storage of its timeout
+// header's value, so that a deadline costs one allocation for all three.
 type attemptReq struct {
-	r http.Request
-	v [1]string
+	r   http.Request
+	v   [1]string
+	buf [timeoutLen]byte
+}
+
+// timeout formats d into a.buf and returns it as a string that shares
+// a.buf's memory instead of copying it. That is safe because a.buf is
+// written here once, before the string exists, and never again: an
+// attemptReq is made for one attempt and not reused (the request, and so
+// the header value, must stay valid after RoundTrip returns, since
+// resp.Request points at it). The string keeps a alive.
+func (a *attemptReq) timeout(d time.Duration) string {
+	b := appendTimeout(a.buf[:0], d)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 func retryableStatus(code int) bool {

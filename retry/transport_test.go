@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -342,5 +343,114 @@ func TestBodyClosedWithoutAttempt(t *testing.T) {
 	}
 	if !body.closed || up.n.Load() != 0 {
 		t.Fatalf("body closed %v, upstream saw %d", body.closed, up.n.Load())
+	}
+}
+
+// stubRT answers 200 without the network and keeps the last request.
+type stubRT struct{ last *http.Request }
+
+func (s *stubRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.last = r
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// TestAttemptTimeoutValuesOwn: the Request-Timeout value an attempt
+// carries shares memory with nothing else: concurrent requests with
+// different deadlines each keep their own value after RoundTrip returns
+// (resp.Request points at the attempt), and the caller's request is never
+// changed.
+func TestAttemptTimeoutValuesOwn(t *testing.T) {
+	p, err := New(Config{Name: "up", DeadlineMargin: -1, NoThrottle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Transport{Policy: p, Next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})}
+	const workers, per = 8, 200
+	type sent struct {
+		resp   *http.Response
+		caller *http.Request
+		secs   int
+	}
+	results := make(chan sent, workers*per)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range per {
+				secs := 1 + (w*per+i)%997 // distinct values, far from any rounding edge
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second+500*time.Millisecond)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://up/", nil)
+				resp, err := tr.RoundTrip(req)
+				cancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results <- sent{resp, req, secs}
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+	n := 0
+	for s := range results {
+		n++
+		v := s.resp.Request.Header.Get("Request-Timeout")
+		d, err := httpgate.ParseDeadline(v)
+		// Sent at secs+0.5 s minus the time the call took: between secs
+		// and secs+0.5 s unless the machine stalled for half a second.
+		if err != nil || d < time.Duration(s.secs)*time.Second || d > time.Duration(s.secs)*time.Second+500*time.Millisecond {
+			t.Fatalf("attempt for a %ds+0.5s deadline carries %q (%v, %v) after the others ran", s.secs, v, d, err)
+		}
+		if s.caller.Header.Get("Request-Timeout") != "" || s.resp.Request == s.caller {
+			t.Fatal("the caller's request was changed or sent itself")
+		}
+	}
+	if n != workers*per {
+		t.Fatalf("%d results, want %d", n, workers*per)
+	}
+}
+
+// TestPerUpstreamBreakers: one Transport calls two real servers, one
+// failing, one healthy, with a breaker per host. The failing host's
+// breaker opens and refuses locally; the healthy host's calls are never
+// refused and its breaker stays closed.
+func TestPerUpstreamBreakers(t *testing.T) {
+	failing := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }}
+	healthy := &counter{script: func(n int64, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }}
+	fs, hs := serve(t, failing), serve(t, healthy)
+	var created []string
+	g, err := breaker.NewGroup(breaker.GroupConfig{Breaker: breaker.Config{Name: "up", MinCalls: 5, OpenFor: time.Minute},
+		OnNew: func(k string, b *breaker.Breaker) { created = append(created, b.Name()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := client(t, Config{Breakers: g, NoThrottle: true})
+	refused := 0
+	for range 20 {
+		if _, err := get(t, c, context.Background(), fs.URL); breaker.IsOpen(err) {
+			refused++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := get(t, c, context.Background(), hs.URL)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("healthy host: %v %v (its calls must not be refused)", resp, err)
+		}
+	}
+	if failing.n.Load() != 5 || refused != 15 || healthy.n.Load() != 20 {
+		t.Fatalf("failing host saw %d (refused locally %d), healthy saw %d: want 5, 15, 20", failing.n.Load(), refused, healthy.n.Load())
+	}
+	fb, _ := g.Lookup(strings.TrimPrefix(fs.URL, "http://"))
+	hb, _ := g.Lookup(strings.TrimPrefix(hs.URL, "http://"))
+	if fb == nil || hb == nil || fb.State() != breaker.Open || hb.State() != breaker.Closed || hb.Stats().Rejected != 0 {
+		t.Fatalf("per-host breakers %v %v: want the failing one open, the healthy one closed with no refusals", fb, hb)
+	}
+	if len(created) != 2 || created[0] != "up/"+strings.TrimPrefix(fs.URL, "http://") {
+		t.Fatalf("breakers created: %v", created)
+	}
+	if _, err := New(Config{Breaker: fb, Breakers: g}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Breaker and Breakers both set: %v, want ErrInvalidConfig", err)
 	}
 }

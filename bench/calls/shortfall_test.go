@@ -2,6 +2,9 @@ package calls_test
 
 import (
 	"errors"
+	"io"
+	"net"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -69,4 +72,34 @@ func TestGobreakerShortfall(t *testing.T) {
 		}
 		t.Logf("same traffic: sluice %v, gobreaker %v (refusal %q, no wait hint)", sb.State(), gb.State(), gerr)
 	})
+}
+
+// TestRawServerAllocatesNothing backs the "raw" benchmark rows: a request
+// and its answer over a plain connection to rawServer allocate nothing in
+// this process, so the allocations those rows count are the HTTP
+// client's alone.
+func TestRawServerAllocatesNothing(t *testing.T) {
+	addr := strings.TrimSuffix(strings.TrimPrefix(rawServer(t), "http://"), "/x")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := []byte("GET /x HTTP/1.1\r\nHost: up\r\nRequest-Timeout: 12.5\r\n\r\n")
+	want := len("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+	buf := make([]byte, 256)
+	allocs := testing.AllocsPerRun(500, func() {
+		if _, err := c.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf[:want]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per request and answer, want 0", allocs)
+	}
+	if !strings.HasSuffix(string(buf[:want]), "\r\n\r\nok") {
+		t.Fatalf("answer %q", buf[:want])
+	}
 }

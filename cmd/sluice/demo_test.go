@@ -12,11 +12,13 @@ import (
 )
 
 // TestDemoCommand runs `sluice demo` end to end on short steps: exit 0,
-// the table with every variant, the summary, and the report files.
+// the table with every variant, the summary, and the report files. The
+// driver reports progress once a second, so each variant's run (four
+// steps) must last longer than that for a live line to appear.
 func TestDemoCommand(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	dir := filepath.Join(t.TempDir(), "made", "by", "demo")
-	code, stdout, stderr := runCmd(context.Background(), nil, "demo", "--step", "200ms", "--out", dir, "--live", "on")
+	code, stdout, stderr := runCmd(context.Background(), nil, "demo", "--step", "300ms", "--out", dir, "--live", "on")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -71,6 +72,7 @@ type proxyOptions struct {
 	ejectAfter    int
 	ejectFor      time.Duration
 	staleIfError  time.Duration
+	queueFlags    // --queue-discipline, --priority-header, --class-share: as serve's
 }
 
 func (o *proxyOptions) register(fs *flag.FlagSet) {
@@ -88,6 +90,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.headerTimeout, "upstream-timeout", proxy.DefaultHeaderTimeout, "longest wait for the upstream's response headers, per attempt")
 	fs.IntVar(&o.ejectAfter, "eject-after", proxy.DefaultEjectAfter, "consecutive failures (no connection, 502, 504) that eject an upstream instance (0: never)")
 	fs.DurationVar(&o.ejectFor, "eject-for", proxy.DefaultEjectFor, "how long an ejected instance gets no traffic")
+	o.queueFlags.register(fs, "upstream")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
 }
 
@@ -125,6 +128,9 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	} else if o.limitMin != 0 || o.limitMax != 0 || o.slo != 0 {
 		errs = append(errs, errors.New("--limit-min, --limit-max and --slo need an adaptive --limit"))
 	}
+	if _, err := o.queueFlags.compile(o.queue); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return proxy.Config{}, err
 	}
@@ -134,6 +140,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		Queue:         o.queue,
 		MaxWait:       o.maxWait,
 		Limit:         proxy.Limit{Law: o.law, Min: o.limitMin, Max: o.limitMax, SLO: proxy.Duration(o.slo)},
+		Queueing:      proxy.Queueing{Discipline: o.discipline, PriorityHeader: o.priorityHeader, ClassShares: o.shares.raw},
 		MaxAttempts:   o.retries,
 		NoBreaker:     !o.breaker,
 		HeaderTimeout: o.headerTimeout,
@@ -207,6 +214,16 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err := so.connConfig().Validate(); err != nil {
 		return fail(exitUsage, fmt.Errorf("--max-conns %d: %v", so.maxConns, err))
 	}
+	if err := checkQuotaNames(quotas.quotas, cfg.Routes); err != nil {
+		return fail(exitUsage, err)
+	}
+	defer quotas.close()
+	// Route quotas share --quota-redis and its companions with --quota.
+	if hasRouteQuota(cfg.Routes) {
+		if cfg.FleetQuotas, err = quotas.fleet(logger); err != nil {
+			return fail(exitUsage, err)
+		}
+	}
 	gm := promsluice.NewGateMetrics()
 	cfg.Observer = gm
 	p, err := proxy.New(cfg)
@@ -216,11 +233,12 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	defer p.Close()
 	so.warn(logger, po.maxInflight)
 	collectors := proxyCollectors(p)
+	quotas.routeQuotas = p.QuotaStats()                            // exported with --quota's
 	handler, collectors, err := quotas.wrap(logger, p, collectors) // --quota: 429 before any route
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	defer quotas.close()
+	attributeRefusals(gm, p, quotas.sources)
 	extras := map[string]func() any{"proxy": func() any { return p.State() }}
 	for name, f := range quotas.states {
 		extras[name] = f
@@ -250,12 +268,13 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		return fail(exitFail, err)
 	}
 	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(),
-		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes))
+		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes),
+		"queue_discipline", po.discipline, "priority_header", po.priorityHeader, "fleet_route_quotas", cfg.FleetQuotas != nil)
 	return serveUntilDone(ctx, e, "proxy", srv, logger)
 }
 
-// proxyCollectors exports the breaker, the retry policy, adaptive limits,
-// route quotas, and the refusals made outside gates.
+// proxyCollectors exports the breaker, the retry policy and adaptive
+// limits (the quotas, route and --quota, are exported by quotas.wrap).
 func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 	var cs []prometheus.Collector
 	if b := p.Breaker(); b != nil {
@@ -273,26 +292,47 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 		}
 		cs = append(cs, lm)
 	}
-	if qs := p.QuotaStats(); len(qs) > 0 {
-		cs = append(cs, promsluice.NewQuotaMetrics(qs...))
-	}
-	return append(cs, refusalCollector{p})
+	return cs
 }
 
-// refusalCollector adds the proxy's refusals made outside gates (route
-// quotas, the breaker, the retry policy) to
-// sluice_admission_rejected_total, so `sluice load --metrics` attributes
-// them like gate refusals. It describes nothing (an unchecked collector):
-// the family is GateMetrics', and these series carry gate names no gate
-// uses, so the two never collide.
-type refusalCollector struct{ p *proxy.Proxy }
+// attributeRefusals puts the refusals made outside gates in
+// sluice_admission_rejected_total (through the one collector that owns
+// it), so `sluice load --metrics` attributes every refusal the proxy makes
+// to the gate its answer names: quotas, route and --quota alike (rate,
+// full, breaker_open), the breaker and the retry policy.
+func attributeRefusals(gm *promsluice.GateMetrics, p *proxy.Proxy, quotas []func() quota.Stats) {
+	gm.AddRefusals(promsluice.QuotaRefusals(quotas...))
+	gm.AddRefusals(func() []promsluice.Refusal {
+		rs := p.Refusals()
+		out := make([]promsluice.Refusal, len(rs))
+		for i, r := range rs {
+			out[i] = promsluice.Refusal{Gate: r.Gate, Reason: r.Reason, Count: r.Count}
+		}
+		return out
+	})
+}
 
-var refusalDesc = prometheus.NewDesc("sluice_admission_rejected_total", "Attempts refused, by reason.", []string{"gate", "kind", "reason"}, nil)
-
-func (refusalCollector) Describe(chan<- *prometheus.Desc) {}
-
-func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, r := range c.p.Refusals() {
-		ch <- prometheus.MustNewConstMetric(refusalDesc, prometheus.CounterValue, float64(r.Count), r.Gate, "default", r.Reason)
+func hasRouteQuota(routes []proxy.Route) bool {
+	for _, rt := range routes {
+		if rt.Quota != nil {
+			return true
+		}
 	}
+	return false
+}
+
+// checkQuotaNames refuses a --quota named like a route's gate or quota or
+// one of the proxy's own refusal points: their refusals, metrics and
+// fleet keys would be mixed up.
+func checkQuotaNames(quotas quotaList, routes []proxy.Route) error {
+	taken := map[string]bool{proxy.GateUpstream: true, proxy.GateBreaker: true, proxy.GateRetry: true}
+	for _, rt := range routes {
+		taken[rt.Name], taken[rt.QuotaName()] = true, true
+	}
+	for _, q := range quotas {
+		if taken[q.name] {
+			return fmt.Errorf("--quota name=%s: the name of a gate or route quota of the proxy; pick another", q.name)
+		}
+	}
+	return nil
 }

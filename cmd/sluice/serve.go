@@ -309,6 +309,9 @@ func runServe(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	defer quotas.close()
+	// The quotas' refusals in sluice_admission_rejected_total, so that
+	// `sluice load --metrics` attributes them like the gate's.
+	gm.AddRefusals(promsluice.QuotaRefusals(quotas.sources...))
 
 	srv, err := server.Listen(ctx, server.Config{
 		Addr:                 o.addr,

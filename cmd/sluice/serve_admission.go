@@ -5,15 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
@@ -25,17 +22,15 @@ import (
 // beyond its size: an adaptive limit, the queue's discipline, priority
 // classes from a header and their guaranteed shares.
 type admissionOptions struct {
-	limit          string
-	limitMin       int64
-	limitMax       int64
-	slo            time.Duration
-	discipline     string
-	priorityHeader string
-	shares         classShareFlag
+	limit    string
+	limitMin int64
+	limitMax int64
+	slo      time.Duration
+	queueFlags
 
 	// set by validate and observer
 	law      limit.Law
-	disc     admit.Discipline
+	queuing  httpgate.Compiled
 	adaptive *limit.Adaptive
 	gate     atomic.Pointer[admit.Gate] // for the ramp's queue-age signal
 }
@@ -47,9 +42,7 @@ func addAdmissionFlags(fs *flag.FlagSet) *admissionOptions {
 	fs.Int64Var(&o.limitMin, "limit-min", 0, "smallest capacity an adaptive --limit may set (0: 1)")
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "largest capacity an adaptive --limit may set (0: 1000)")
 	fs.DurationVar(&o.slo, "slo", 0, "latency objective of disk reads: an adaptive --limit treats slower windows as overload and never learns a baseline above it (0: none)")
-	fs.StringVar(&o.discipline, "queue-discipline", "fifo", "order of the disk queue: fifo, lifo (newest first) or codel (short waits once the queue stands; needs --queue)")
-	fs.StringVar(&o.priorityHeader, "priority-header", "", "request header naming the request's class: critical_plus, critical, sheddable_plus or sheddable (unknown values: critical); lower classes are shed first (needs --queue)")
-	fs.Var(&o.shares, "class-share", "guaranteed minimum share of the disk gate for a class, `class=fraction` (e.g. sheddable=0.1); repeat for several classes, shares sum to 1 at most")
+	o.queueFlags.register(fs, "disk")
 	return o
 }
 
@@ -87,26 +80,9 @@ func (o *admissionOptions) validate(queue int) error {
 			}
 		}
 	}
-	d, err := admit.ParseDiscipline(o.discipline)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--queue-discipline %q: want fifo, lifo or codel", o.discipline))
-	}
-	o.disc = d
-	if d != admit.DisciplineFIFO && queue == 0 {
-		errs = append(errs, fmt.Errorf("--queue-discipline %s needs --queue: without a queue nothing waits", d))
-	}
-	if o.priorityHeader != "" {
-		if !httpguts.ValidHeaderFieldName(o.priorityHeader) {
-			errs = append(errs, fmt.Errorf("--priority-header %q: not a valid header name", o.priorityHeader))
-		} else if queue == 0 {
-			errs = append(errs, errors.New("--priority-header needs --queue: classes order and shed the queue"))
-		}
-	}
-	if o.shares.set && queue == 0 {
-		errs = append(errs, errors.New("--class-share needs --queue: shares order the queue"))
-	}
-	if o.shares.set && o.priorityHeader == "" {
-		errs = append(errs, errors.New("--class-share needs --priority-header: without it every request is critical"))
+	var err error
+	if o.queuing, err = o.queueFlags.compile(queue); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -137,10 +113,7 @@ func (o *admissionOptions) observer(base admit.Observer, logger *slog.Logger) (a
 // limit, and wraps h so the priority header reaches the gate.
 func (o *admissionOptions) wire(logger *slog.Logger, g *admit.Gate, h http.Handler, collectors []prometheus.Collector) (http.Handler, []prometheus.Collector, error) {
 	o.gate.Store(g)
-	err := g.SetQueuePolicy(admit.QueuePolicy{
-		Discipline: o.disc, ClassShares: o.shares.shares, ContextClass: o.priorityHeader != "",
-	})
-	if err != nil {
+	if err := g.SetQueuePolicy(o.queuing.Policy); err != nil {
 		return nil, nil, fmt.Errorf("--class-share: %w", err)
 	}
 	if o.adaptive != nil {
@@ -151,16 +124,12 @@ func (o *admissionOptions) wire(logger *slog.Logger, g *admit.Gate, h http.Handl
 		lm.Add(o.adaptive)
 		collectors = append(collectors, lm)
 	}
-	if o.priorityHeader != "" {
-		classify, err := httpgate.ClassFromHeader(o.priorityHeader)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--priority-header: %w", err)
-		}
-		h = classify(h)
+	if o.queuing.Classify != nil {
+		h = o.queuing.Classify(h)
 	}
-	if logger != nil && (o.adaptive != nil || o.disc != admit.DisciplineFIFO || o.priorityHeader != "") {
+	if logger != nil && (o.adaptive != nil || o.queuing.Policy.Discipline != admit.DisciplineFIFO || o.priorityHeader != "") {
 		logger.Info("disk gate admission", "limit", o.limit, "limit_min", o.limitMin, "limit_max", o.limitMax, "slo", o.slo,
-			"queue_discipline", o.disc.String(), "priority_header", o.priorityHeader, "class_shares", o.shares.String())
+			"queue_discipline", o.queuing.Policy.Discipline.String(), "priority_header", o.priorityHeader, "class_shares", o.shares.String())
 	}
 	return h, collectors, nil
 }
@@ -173,69 +142,60 @@ func (o *admissionOptions) limits() []*limit.Adaptive {
 	return []*limit.Adaptive{o.adaptive}
 }
 
-// classShareFlag collects repeated --class-share class=fraction values.
+// queueFlags are the queue flags `sluice serve` and `sluice proxy` share:
+// --queue-discipline, --priority-header and --class-share, checked and
+// applied by httpgate.QueueRules so both commands give them one meaning.
+type queueFlags struct {
+	discipline     string
+	priorityHeader string
+	shares         classShareFlag
+}
+
+// register adds the flags to fs; gate names the gate they shape in the
+// help text ("disk", "upstream").
+func (q *queueFlags) register(fs *flag.FlagSet, gate string) {
+	fs.StringVar(&q.discipline, "queue-discipline", "fifo", "order of the "+gate+" gate's queue: fifo, lifo (newest first) or codel (short waits once the queue stands; needs --queue)")
+	fs.StringVar(&q.priorityHeader, "priority-header", "", "request header naming the request's class: critical_plus, critical, sheddable_plus or sheddable (unknown values: critical); lower classes are shed first (needs --queue)")
+	fs.Var(&q.shares, "class-share", "guaranteed minimum share of the "+gate+" gate for a class, `class=fraction` (e.g. sheddable=0.1); repeat for several classes (or comma-separate them), shares sum to 1 at most")
+}
+
+// rules returns the flags as httpgate.QueueRules.
+func (q *queueFlags) rules() httpgate.QueueRules {
+	return httpgate.QueueRules{Discipline: q.discipline, PriorityHeader: q.priorityHeader, ClassShares: q.shares.raw}
+}
+
+// compile checks the flags for a gate whose queue holds queue waiters;
+// errors name the flags.
+func (q *queueFlags) compile(queue int) (httpgate.Compiled, error) {
+	return q.rules().Compile(queue, httpgate.RuleNames{
+		Discipline: "--queue-discipline", PriorityHeader: "--priority-header", ClassShares: "--class-share", Queue: "--queue",
+	})
+}
+
+// classShareFlag collects repeated --class-share class=fraction values
+// (one value may also list several, comma-separated, so SLUICE_CLASS_SHARE
+// can carry them). admit.ParseClassShares checks them all together: known
+// classes, each once, fractions in (0, 1] summing to at most 1.
 type classShareFlag struct {
+	raw    []string
 	shares admit.ClassShares
-	seen   [admit.NumClasses]bool
 	set    bool
 }
 
 func (f *classShareFlag) String() string {
-	if f == nil || !f.set {
+	if f == nil {
 		return ""
 	}
-	var parts []string
-	for c, v := range f.shares {
-		if f.seen[c] {
-			parts = append(parts, admit.Class(c).String()+"="+strconv.FormatFloat(v, 'g', -1, 64))
-		}
-	}
-	return strings.Join(parts, ",")
+	return f.shares.String()
 }
 
 func (f *classShareFlag) Set(s string) error {
-	c, v, err := parseClassShare(s)
+	all := append(f.raw[:len(f.raw):len(f.raw)], s)
+	shares, err := admit.ParseClassShares(strings.Join(all, ","))
 	if err != nil {
-		return err
+		// The flag package names the flag; admit's prefix adds nothing.
+		return errors.New(strings.TrimPrefix(err.Error(), admit.ErrInvalidConfig.Error()+": "))
 	}
-	if f.seen[c] {
-		return fmt.Errorf("class %s given twice", c)
-	}
-	sum := v
-	for _, have := range f.shares {
-		sum += have
-	}
-	if sum > 1+1e-9 {
-		return fmt.Errorf("shares sum to %v, more than 1", sum)
-	}
-	f.shares[c], f.seen[c], f.set = v, true, true
+	f.raw, f.shares, f.set = all, shares, true
 	return nil
-}
-
-// parseClassShare parses "sheddable=0.1" (also "sheddable=10%"). The class
-// must be one of the four names: a typo in configuration is an error, not
-// a silent default.
-func parseClassShare(s string) (admit.Class, float64, error) {
-	name, val, ok := strings.Cut(strings.TrimSpace(s), "=")
-	if !ok {
-		return 0, 0, fmt.Errorf("%q: want class=fraction, e.g. sheddable=0.1", s)
-	}
-	c, known := admit.ParseClass(strings.TrimSpace(name))
-	if !known {
-		return 0, 0, fmt.Errorf("%q: unknown class %q (want %s)", s, name, strings.Join(admit.Classes(), ", "))
-	}
-	val = strings.TrimSpace(val)
-	scale := 1.0
-	if p, ok := strings.CutSuffix(val, "%"); ok {
-		val, scale = p, 100
-	}
-	v, err := strconv.ParseFloat(val, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, 0, fmt.Errorf("%q: fraction %q is not a number", s, val)
-	}
-	v /= scale
-	if v <= 0 || v > 1 {
-		return 0, 0, fmt.Errorf("%q: fraction %v outside (0, 1]", s, v)
-	}
-	return c, v, nil
 }

@@ -52,40 +52,6 @@ func TestServeAdmissionBadFlagsExitTwo(t *testing.T) {
 	}
 }
 
-func TestParseClassShare(t *testing.T) {
-	for in, want := range map[string]struct {
-		c admit.Class
-		v float64
-	}{
-		"sheddable=0.1":         {admit.ClassSheddable, 0.1},
-		" critical_plus = 25% ": {admit.ClassCriticalPlus, 0.25},
-		"sheddable-plus=1":      {admit.ClassSheddablePlus, 1},
-		"CRITICAL=0.5":          {admit.ClassCritical, 0.5},
-	} {
-		c, v, err := parseClassShare(in)
-		if err != nil || c != want.c || v != want.v {
-			t.Errorf("parseClassShare(%q) = %v, %v, %v; want %v %v", in, c, v, err, want.c, want.v)
-		}
-	}
-	for _, in := range []string{"", "sheddable", "=0.1", "sheddable=0", "sheddable=-0.1", "sheddable=NaN", "sheddable=Inf", "x=0.1", "sheddable=101%"} {
-		if _, _, err := parseClassShare(in); err == nil {
-			t.Errorf("parseClassShare(%q) accepted", in)
-		}
-	}
-}
-
-func FuzzParseClassShare(f *testing.F) {
-	for _, s := range []string{"sheddable=0.1", "critical_plus=25%", "x", "a=b=c", "sheddable=1e-300"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		c, v, err := parseClassShare(s)
-		if err == nil && (c.Rank() >= admit.NumClasses || !(v > 0 && v <= 1)) {
-			t.Fatalf("parseClassShare(%q) = %v, %v accepted", s, c, v)
-		}
-	})
-}
-
 // TestServeAdmissionWired runs serve with every admission flag and checks
 // that the disk gate got them: the class from the header is counted, the
 // adaptive limit shows in /state and /metrics, and the queue age is

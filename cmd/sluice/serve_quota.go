@@ -212,6 +212,16 @@ type quotaOptions struct {
 	closers []func()
 	// states are the quotas' /state sections, filled by wrap.
 	states map[string]func() any
+	// sources are the quotas' Stats, filled by wrap (for
+	// promsluice.QuotaRefusals).
+	sources []func() quota.Stats
+	// fleetCfg is fleet's template, built once.
+	fleetCfg *redisquota.Config
+	// routeQuotas are quotas other than --quota (the proxy's route
+	// quotas) built with fleet's template: wrap exports them with the
+	// --quota ones (one collector) and --quota-redis is not an error
+	// without --quota when there are some.
+	routeQuotas []func() quota.Stats
 }
 
 func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
@@ -235,8 +245,11 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 		}
 	}()
 	if len(o.quotas) == 0 {
-		if o.redisURL != "" {
+		if o.redisURL != "" && len(o.routeQuotas) == 0 {
 			return nil, nil, errors.New("--quota-redis without any --quota")
+		}
+		if o.sources = o.routeQuotas; len(o.sources) > 0 {
+			collectors = append(collectors, promsluice.NewQuotaMetrics(o.sources...))
 		}
 		return h, collectors, nil
 	}
@@ -245,58 +258,20 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 	if err != nil {
 		return nil, nil, err
 	}
-	if o.instances < 1 {
-		return nil, nil, fmt.Errorf("--quota-instances %d: must be 1 or more", o.instances)
+	fleet, err := o.fleet(logger)
+	if err != nil {
+		return nil, nil, err
 	}
-	if o.timeout <= 0 {
-		return nil, nil, fmt.Errorf("--quota-timeout %v: must be greater than zero", o.timeout)
-	}
-	var fail redisquota.Fallback
-	switch o.fail {
-	case "open":
-	case "closed":
-		fail = redisquota.FailClosed
-	default:
-		return nil, nil, fmt.Errorf("--quota-fail %q: want open or closed", o.fail)
-	}
-	var mode redisquota.Mode
-	switch o.mode {
-	case "exact":
-	case "lease":
-		mode = redisquota.Lease
-	default:
-		return nil, nil, fmt.Errorf("--quota-mode %q: want exact or lease", o.mode)
-	}
-	var client *redis.Client
-	if o.redisURL != "" {
-		opts, err := redis.ParseURL(o.redisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--quota-redis %q: %v", o.redisURL, err)
-		}
-		// Fail fast: a dead Redis must reach the breaker, not be retried.
-		opts.MaxRetries = -1
-		opts.DialTimeout = max(o.timeout, 100*time.Millisecond)
-		opts.ContextTimeoutEnabled = true
-		// go-redis logs pool errors (every failed dial while Redis is
-		// down) through a process-wide logger that writes to stderr;
-		// send them to ours at debug level instead: the breaker and the
-		// quota's own warnings already say what matters.
-		redis.SetLogger(redisLogger{logger})
-		client = redis.NewClient(opts)
-		o.closers = append(o.closers, func() { _ = client.Close() })
-	}
-	var sources []func() quota.Stats
+	sources := append([]func() quota.Stats(nil), o.routeQuotas...)
 	// The last quota listed runs first: wrap from the inside out so the
 	// first one listed is the outermost.
 	for i := len(o.quotas) - 1; i >= 0; i-- {
 		spec := o.quotas[i]
 		var lim quota.Limiter
-		if client != nil {
-			fq, err := redisquota.New(redisquota.Config{
-				Name: spec.name, Rate: spec.rate, Burst: spec.burst, MaxKeys: spec.maxKeys,
-				Client: client, Mode: mode, Fallback: fail, Instances: o.instances, Timeout: o.timeout,
-				Logger: logger,
-			})
+		if fleet != nil {
+			fc := *fleet
+			fc.Name, fc.Rate, fc.Burst, fc.MaxKeys = spec.name, spec.rate, spec.burst, spec.maxKeys
+			fq, err := redisquota.New(fc)
 			if err != nil {
 				return nil, nil, fmt.Errorf("--quota %s: %v", spec.name, err)
 			}
@@ -328,9 +303,63 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 		}
 	}
 	if logger != nil {
-		logger.Info("quotas on", "quotas", o.quotas.String(), "fleet", client != nil, "mode", o.mode, "fail", o.fail)
+		logger.Info("quotas on", "quotas", o.quotas.String(), "fleet", fleet != nil, "mode", o.mode, "fail", o.fail)
 	}
+	o.sources = sources
 	return h, append(collectors, promsluice.NewQuotaMetrics(sources...)), nil
+}
+
+// fleet checks the fleet flags and returns the template of a fleet quota
+// (redisquota.Config without Name, Rate, Burst and MaxKeys) on the Redis
+// of --quota-redis, or nil without --quota-redis. The client is opened
+// once and closed by close; every quota built from the template, the
+// proxy's route quotas included, shares it.
+func (o *quotaOptions) fleet(logger *slog.Logger) (*redisquota.Config, error) {
+	if o.fleetCfg != nil {
+		return o.fleetCfg, nil
+	}
+	if o.instances < 1 {
+		return nil, fmt.Errorf("--quota-instances %d: must be 1 or more", o.instances)
+	}
+	if o.timeout <= 0 {
+		return nil, fmt.Errorf("--quota-timeout %v: must be greater than zero", o.timeout)
+	}
+	var fail redisquota.Fallback
+	switch o.fail {
+	case "open":
+	case "closed":
+		fail = redisquota.FailClosed
+	default:
+		return nil, fmt.Errorf("--quota-fail %q: want open or closed", o.fail)
+	}
+	var mode redisquota.Mode
+	switch o.mode {
+	case "exact":
+	case "lease":
+		mode = redisquota.Lease
+	default:
+		return nil, fmt.Errorf("--quota-mode %q: want exact or lease", o.mode)
+	}
+	if o.redisURL == "" {
+		return nil, nil
+	}
+	opts, err := redis.ParseURL(o.redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("--quota-redis %q: %v", o.redisURL, err)
+	}
+	// Fail fast: a dead Redis must reach the breaker, not be retried.
+	opts.MaxRetries = -1
+	opts.DialTimeout = max(o.timeout, 100*time.Millisecond)
+	opts.ContextTimeoutEnabled = true
+	// go-redis logs pool errors (every failed dial while Redis is
+	// down) through a process-wide logger that writes to stderr;
+	// send them to ours at debug level instead: the breaker and the
+	// quota's own warnings already say what matters.
+	redis.SetLogger(redisLogger{logger})
+	client := redis.NewClient(opts)
+	o.closers = append(o.closers, func() { _ = client.Close() })
+	o.fleetCfg = &redisquota.Config{Client: client, Mode: mode, Fallback: fail, Instances: o.instances, Timeout: o.timeout, Logger: logger}
+	return o.fleetCfg, nil
 }
 
 // state records a /state section.

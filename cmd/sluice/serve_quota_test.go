@@ -184,7 +184,9 @@ func TestServeQuota429(t *testing.T) {
 	}
 	_, metrics := do("http://"+admin+"/metrics", "")
 	for _, want := range []string{`sluice_quota_allowed_total{quota="per-client"} 3`, `sluice_quota_limited_total{quota="per-client"} 1`,
-		`sluice_quota_mode{mode="local",quota="per-client"} 1`} {
+		`sluice_quota_mode{mode="local",quota="per-client"} 1`,
+		// attributable by sluice load --metrics, like a gate's refusal
+		`sluice_admission_rejected_total{gate="per-client",kind="default",reason="rate"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
