@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"sync"
@@ -357,4 +358,56 @@ func TestTryAcquireDoesNotJumpTheQueue(t *testing.T) {
 		r.p.Done(admit.OutcomeOK)
 		checkInvariants(t, g.Stats())
 	})
+}
+
+// Once any caller has been refused because the gate is closed, no later
+// call may be admitted. Close (and SetCapacity) store the new capacity
+// before they invalidate admissions decided on the old one, and a
+// refusal that read the new capacity could come before a one-CAS
+// admission that still used the old limit: TestLinearizableQueues saw a
+// TryAcquire refused as closed and the same client's next TryAcquire
+// admitted. Each round here closes a gate while two goroutines alternate
+// the slow path (weight 2) and the fast path (one slot), each checking
+// that nothing is admitted after it saw the gate closed.
+func TestNoAdmissionAfterAClosedRefusal(t *testing.T) {
+	rounds := 6000
+	if testing.Short() {
+		rounds /= 4
+	}
+	for round := range rounds {
+		g := mustGate(t, admit.Config{Capacity: 64, NoTiming: true})
+		if p, err := g.TryAcquire(); err == nil { // raise the peak: the fast path is open
+			p.Done(admit.OutcomeOK)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		bad := make(chan string, 2)
+		for range 2 {
+			wg.Go(func() {
+				<-start
+				for {
+					p, err := g.TryAcquireFor(admit.Request{Weight: 2}) // the slow path
+					if err == nil {
+						p.Done(admit.OutcomeOK)
+						continue
+					}
+					if !errors.Is(err, admit.ErrClosed) {
+						continue
+					}
+					if p, err := g.TryAcquire(); err == nil { // the fast path, after the gate was seen closed
+						p.Done(admit.OutcomeOK)
+						bad <- fmt.Sprintf("round %d: admitted after a refusal as closed", round)
+					}
+					return
+				}
+			})
+		}
+		close(start)
+		g.Close()
+		wg.Wait()
+		close(bad)
+		for msg := range bad {
+			t.Fatal(msg)
+		}
+	}
 }

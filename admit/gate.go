@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,11 @@ const MaxKinds = 64
 //	bits  0-20  slots in use (one bit wider than MaxCapacity needs)
 //	bit   21    someone is queued (set and cleared under Gate.mu)
 //	bits 22-52  completions with outcome ok of fast permits, mod 2^31
-//	bits 53-63  generation: bumped by SetCapacity and Close
+//	bits 53-63  generation: bumped by SetCapacity and Close, twice: it is
+//	            odd while they publish the new capacity, and nothing is
+//	            admitted then (a caller that already read the new capacity
+//	            could otherwise be refused and, an instant later, another
+//	            admitted on the old one)
 //
 // An admission is one CAS on this word, so the slots, the queue flag and
 // the capacity (through its generation) it decided on are still what they
@@ -455,10 +460,11 @@ func (g *Gate) SetCapacity(c int64) error {
 	if g.closed {
 		return nil
 	}
+	g.state.Add(genOne) // odd: admissions wait until the new capacity is in place
 	g.capacity.Store(c)
 	g.setCap.Store(c)
 	g.updateFastLimit()
-	g.state.Add(genOne) // admissions decided on the old capacity must retry
+	g.state.Add(genOne) // even: admissions decided on the old capacity must retry
 	for w := g.head; w != nil; {
 		next := w.next
 		if w.n > c {
@@ -481,7 +487,7 @@ func (g *Gate) TryAcquire() (Permit, error) {
 	// and the admission). fastLimit is below both the capacity and the
 	// peak (so the peak needs no update), and -1 on gates that time
 	// permits or have an observer; anything else goes out of line.
-	if s := g.state.Load(); s&queuedBit == 0 && int64(s&usedMask) < g.fastLimit.Load() && g.state.CompareAndSwap(s, s+1) {
+	if s := g.state.Load(); s&(queuedBit|genOne) == 0 && int64(s&usedMask) < g.fastLimit.Load() && g.state.CompareAndSwap(s, s+1) {
 		return Permit{ref: gateRef{g}, meta: metaFast | metaPlain | 1}, nil
 	}
 	return g.tryAcquire()
@@ -489,7 +495,7 @@ func (g *Gate) TryAcquire() (Permit, error) {
 
 // tryAcquire is TryAcquire out of line.
 func (g *Gate) tryAcquire() (Permit, error) {
-	if s := g.state.Load(); s&queuedBit == 0 && int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
+	if s := g.state.Load(); s&(queuedBit|genOne) == 0 && int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
 		if used := int64(s&usedMask) + 1; used > g.peak.Load() {
 			g.raisePeak(used)
 		}
@@ -584,6 +590,7 @@ func (g *Gate) Close() {
 		return
 	}
 	g.closed = true
+	g.state.Add(genOne) // odd, as in SetCapacity
 	g.capacity.Store(-1)
 	g.updateFastLimit()
 	g.state.Add(genOne)
@@ -636,6 +643,10 @@ func (g *Gate) waiting() int64 {
 func (g *Gate) take(n int64, pastQueue bool) (int64, bool) {
 	for {
 		s := g.state.Load()
+		if s&genOne != 0 {
+			runtime.Gosched() // a capacity change is being published
+			continue
+		}
 		if s&queuedBit != 0 && !pastQueue {
 			return 0, false
 		}
