@@ -363,9 +363,9 @@ func TestTryAcquireDoesNotJumpTheQueue(t *testing.T) {
 // Once any caller has been refused because the gate is closed, no later
 // call may be admitted. Close (and SetCapacity) store the new capacity
 // before they invalidate admissions decided on the old one, and a
-// refusal that read the new capacity could come before a one-CAS
-// admission that still used the old limit: TestLinearizableQueues saw a
-// TryAcquire refused as closed and the same client's next TryAcquire
+// refusal that read the new capacity used to come before a one-CAS
+// admission that still used the old limit: the linearizability tests saw
+// a TryAcquire refused as closed and the same client's next TryAcquire
 // admitted. Each round here closes a gate while two goroutines alternate
 // the slow path (weight 2) and the fast path (one slot), each checking
 // that nothing is admitted after it saw the gate closed.

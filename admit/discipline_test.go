@@ -125,6 +125,33 @@ func buildHold(t *testing.T, g *admit.Gate, d time.Duration) {
 	}
 }
 
+// The deadline check reads the clock once, and a permit it lets through is
+// timed from that reading: its hold is exactly the time it was held (a
+// start off by one nanosecond, or taken from another clock, shows).
+func TestDeadlineCheckedPermitIsTimedFromTheCheck(t *testing.T) {
+	for _, waiters := range []int{0, 8} { // the no-queue and the queue path
+		synctest.Test(t, func(t *testing.T) {
+			cfg := admit.Config{Capacity: 1, MaxWaiters: waiters, SampleEvery: 1}
+			if waiters > 0 {
+				cfg.MaxWait = time.Second
+			}
+			g := mustGate(t, cfg)
+			buildHold(t, g, 10*time.Millisecond) // three samples: the check now has a hold time and reads the clock
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			p, err := g.Acquire(ctx)
+			if err != nil {
+				t.Fatalf("an hour left for 10ms of work: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			p.Done(admit.OutcomeOK)
+			if s := g.Stats(); s.HoldTime != 50*time.Millisecond || s.HoldSamples != 4 {
+				t.Errorf("waiters %d: hold time %v over %d samples, want 50ms over 4", waiters, s.HoldTime, s.HoldSamples)
+			}
+		})
+	}
+}
+
 func TestDeadlineShorterThanExpectedWaitIsRefusedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, SampleEvery: 1})

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +33,7 @@ const MaxKinds = 64
 //	bits  0-20  slots in use (one bit wider than MaxCapacity needs)
 //	bit   21    someone is queued (set and cleared under Gate.mu)
 //	bits 22-52  completions with outcome ok of fast permits, mod 2^31
-//	bits 53-63  generation: bumped by SetCapacity and Close, twice: it is
-//	            odd while they publish the new capacity, and nothing is
-//	            admitted then (a caller that already read the new capacity
-//	            could otherwise be refused and, an instant later, another
-//	            admitted on the old one)
+//	bits 53-63  generation: bumped by SetCapacity and Close
 //
 // An admission is one CAS on this word, so the slots, the queue flag and
 // the capacity (through its generation) it decided on are still what they
@@ -216,7 +211,12 @@ type Gate struct {
 	bare       bool   // !timed && obs == nil: a fast admission is the CAS alone
 	sampleMask uint32 // a permit is timed when rand&sampleMask == 0
 	obs        Observer
-	_          [64]byte
+	grantObs   GrantObserver // obs, when it takes grants as ObserveGrant
+	// capSeq is bumped by SetCapacity and Close before and after they
+	// change the capacity (odd while one is under way), so a refusal can
+	// tell it looked at a capacity that was still changing.
+	capSeq atomic.Uint64
+	_      [64]byte
 
 	// acct makes the multi-counter steps of the slow paths atomic with
 	// respect to Stats, which takes it exclusively: every change to the
@@ -231,7 +231,7 @@ type Gate struct {
 	limitMu     sync.Mutex    // serialises fastLimit updates, so the last one saw the latest capacity and peak
 	peak        atomic.Int64  // most slots ever in use at once
 	misuse      atomic.Uint64 // Done called again on a finished permit
-	holdSeconds atomicFloat   // summed hold time of sampled permits
+	holdNanos   atomic.Uint64 // summed hold time of sampled permits, ns, saturating at maxHoldNanos
 	holdSamples atomic.Uint64
 	holdEWMA    atomic.Int64 // recent hold time of sampled, non-dropped permits, ns
 	waitSeconds atomicFloat  // summed time callers spent queued
@@ -315,6 +315,7 @@ func New(cfg Config) (*Gate, error) {
 	if isNil(g.obs) {
 		g.obs = nil // a typed nil (*promsluice.GateMetrics)(nil) observes nothing
 	}
+	g.grantObs, _ = g.obs.(GrantObserver)
 	if g.name == "" {
 		g.name = "default"
 	}
@@ -460,11 +461,12 @@ func (g *Gate) SetCapacity(c int64) error {
 	if g.closed {
 		return nil
 	}
-	g.state.Add(genOne) // odd: admissions wait until the new capacity is in place
+	g.capSeq.Add(1)
 	g.capacity.Store(c)
 	g.setCap.Store(c)
 	g.updateFastLimit()
-	g.state.Add(genOne) // even: admissions decided on the old capacity must retry
+	g.state.Add(genOne) // admissions decided on the old capacity must retry
+	g.capSeq.Add(1)
 	for w := g.head; w != nil; {
 		next := w.next
 		if w.n > c {
@@ -487,7 +489,7 @@ func (g *Gate) TryAcquire() (Permit, error) {
 	// and the admission). fastLimit is below both the capacity and the
 	// peak (so the peak needs no update), and -1 on gates that time
 	// permits or have an observer; anything else goes out of line.
-	if s := g.state.Load(); s&(queuedBit|genOne) == 0 && int64(s&usedMask) < g.fastLimit.Load() && g.state.CompareAndSwap(s, s+1) {
+	if s := g.state.Load(); s&queuedBit == 0 && int64(s&usedMask) < g.fastLimit.Load() && g.state.CompareAndSwap(s, s+1) {
 		return Permit{ref: gateRef{g}, meta: metaFast | metaPlain | 1}, nil
 	}
 	return g.tryAcquire()
@@ -495,11 +497,11 @@ func (g *Gate) TryAcquire() (Permit, error) {
 
 // tryAcquire is TryAcquire out of line.
 func (g *Gate) tryAcquire() (Permit, error) {
-	if s := g.state.Load(); s&(queuedBit|genOne) == 0 && int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
+	if s := g.state.Load(); s&queuedBit == 0 && int64(s&usedMask) < g.capacity.Load() && g.state.CompareAndSwap(s, s+1) {
 		if used := int64(s&usedMask) + 1; used > g.peak.Load() {
 			g.raisePeak(used)
 		}
-		return g.admitted(0, 1, 0, metaFast, 0), nil
+		return g.admitted(0, 1, 0, metaFast, 0, 0), nil
 	}
 	return g.TryAcquireFor(Request{})
 }
@@ -516,7 +518,7 @@ func (g *Gate) TryAcquireFor(r Request) (Permit, error) {
 	if reason != ReasonNone {
 		return Permit{}, g.rejection(k, n, reason, 0)
 	}
-	return g.admitted(k, n, cl, flags, 0), nil
+	return g.admitted(k, n, cl, flags, 0, 0), nil
 }
 
 // Acquire takes one slot for work of the gate's first kind, waiting in
@@ -545,9 +547,13 @@ func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return Permit{}, g.refuse(k, n, cl, ctxReason(err))
 	}
+	var at int64 // the clock as the deadline check read it, for the permit's start: one read, not two
 	if g.deadlineCheck {
-		if dl, ok := ctx.Deadline(); ok && g.tooLate(dl, n) {
-			return Permit{}, g.refuse(k, n, cl, ReasonDeadline)
+		if dl, ok := ctx.Deadline(); ok {
+			var late bool
+			if late, at = g.tooLate(dl, n); late {
+				return Permit{}, g.refuse(k, n, cl, ReasonDeadline)
+			}
 		}
 	}
 	if g.maxWaiters == 0 {
@@ -555,10 +561,10 @@ func (g *Gate) AcquireFor(ctx context.Context, r Request) (Permit, error) {
 		if reason != ReasonNone {
 			return Permit{}, g.rejection(k, n, reason, 0)
 		}
-		return g.admitted(k, n, cl, flags, 0), nil
+		return g.admitted(k, n, cl, flags, 0, at), nil
 	}
 	if flags, ok := g.tryTake(k, n, cl, false); ok {
-		return g.admitted(k, n, cl, flags, 0), nil
+		return g.admitted(k, n, cl, flags, 0, at), nil
 	}
 	return g.wait(ctx, k, n, cl)
 }
@@ -590,10 +596,11 @@ func (g *Gate) Close() {
 		return
 	}
 	g.closed = true
-	g.state.Add(genOne) // odd, as in SetCapacity
+	g.capSeq.Add(1)
 	g.capacity.Store(-1)
 	g.updateFastLimit()
 	g.state.Add(genOne)
+	g.capSeq.Add(1)
 	for w := g.head; w != nil; {
 		next := w.next
 		g.unlink(w)
@@ -643,10 +650,6 @@ func (g *Gate) waiting() int64 {
 func (g *Gate) take(n int64, pastQueue bool) (int64, bool) {
 	for {
 		s := g.state.Load()
-		if s&genOne != 0 {
-			runtime.Gosched() // a capacity change is being published
-			continue
-		}
 		if s&queuedBit != 0 && !pastQueue {
 			return 0, false
 		}
@@ -701,20 +704,35 @@ func (g *Gate) decideNow(k Kind, n int64, cl Class) (flags uint64, r Reason) {
 			return metaFast, ReasonNone
 		}
 	}
-	g.acct.RLock()
-	if used, ok := g.take(n, false); ok {
-		if fast {
-			flags = metaFast
-		} else {
-			g.slowUsed.Add(n)
-			g.perKind[k].admitted.Add(1)
-			g.countClassAdmitted(cl, n)
+	for {
+		seq := g.capSeq.Load()
+		g.acct.RLock()
+		if used, ok := g.take(n, false); ok {
+			if fast {
+				flags = metaFast
+			} else {
+				g.slowUsed.Add(n)
+				g.perKind[k].admitted.Add(1)
+				g.countClassAdmitted(cl, n)
+			}
+			g.acct.RUnlock()
+			if used > g.peak.Load() {
+				g.raisePeak(used)
+			}
+			return flags, ReasonNone
 		}
+		if seq&1 == 0 && g.capSeq.Load() == seq {
+			break
+		}
+		// The capacity was changing while we looked. Its new value is
+		// stored before the generation moves, and TryAcquire's fast path
+		// admits on the old one until then: a refusal decided on the new
+		// value could come before an admission it contradicts. Wait for
+		// the change to finish (it holds mu throughout) and look again.
 		g.acct.RUnlock()
-		if used > g.peak.Load() {
-			g.raisePeak(used)
-		}
-		return flags, ReasonNone
+		g.mu.Lock()
+		//lint:ignore SA2001 the empty critical section waits for SetCapacity or Close to finish
+		g.mu.Unlock()
 	}
 	r = g.fullReason()
 	g.perKind[k].rejected[r].Add(1)
@@ -739,14 +757,20 @@ func ctxReason(err error) Reason {
 }
 
 // admitted builds the permit for slots just taken and counted, and tells
-// the observer.
-func (g *Gate) admitted(k Kind, n int64, cl Class, flags uint64, wait time.Duration) Permit {
-	if g.obs != nil {
+// the observer. at is the gate's clock plus one (g.now()+1) if the caller
+// has just read it, else 0: a timed permit then reads it.
+func (g *Gate) admitted(k Kind, n int64, cl Class, flags uint64, wait time.Duration, at int64) Permit {
+	if g.grantObs != nil {
+		g.grantObs.ObserveGrant(g.InUse())
+	} else if g.obs != nil {
 		g.observeAdmitted(k, n, wait)
 	}
 	var start int64
-	if g.timed && rand.Uint32()&g.sampleMask == 0 {
-		start = int64(time.Since(g.epoch)) + 1
+	if g.timed && (g.sampleMask == 0 || rand.Uint32()&g.sampleMask == 0) { // every permit timed: no dice to roll
+		start = at
+		if start == 0 {
+			start = g.now() + 1
+		}
 	} else if g.obs == nil {
 		flags |= metaPlain
 	}
@@ -840,6 +864,10 @@ func (g *Gate) retryAfter(r Reason, c int64) time.Duration {
 	return min(est, g.maxRetryAfter)
 }
 
+// maxHoldNanos is where the summed hold time stops growing: the largest
+// time.Duration.
+const maxHoldNanos = 1<<63 - 1
+
 // holdEWMAShift sets the weight of a new sample in the hold-time average:
 // 1/8, so the average forgets a regime in a few dozen samples.
 const holdEWMAShift = 3
@@ -847,7 +875,11 @@ const holdEWMAShift = 3
 // recordHold adds a sampled hold time to the totals and, unless the work
 // was dropped, to the recent average.
 func (g *Gate) recordHold(hold time.Duration, o Outcome) {
-	g.holdSeconds.Add(hold.Seconds())
+	// An integer sum is one atomic add; a float sum was a division and a
+	// CAS loop. It saturates where Stats.HoldTime (a Duration) would.
+	if g.holdNanos.Add(uint64(max(hold, 0))) > maxHoldNanos {
+		g.holdNanos.Store(maxHoldNanos) // 2^63 ns more would be needed to wrap
+	}
 	g.holdSamples.Add(1)
 	if o == OutcomeDropped {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -694,6 +695,61 @@ func TestObserverSeesEveryDecisionAndCompletion(t *testing.T) {
 		}
 		if s := g.Stats(); s.HoldTime != 12*time.Millisecond {
 			t.Errorf("hold time %v, want 12ms", s.HoldTime)
+		}
+	})
+}
+
+// grantRecorder is a recorder that takes grants as ObserveGrant.
+type grantRecorder struct {
+	recorder
+	grants []int64
+}
+
+func (r *grantRecorder) ObserveGrant(inflight int64) {
+	r.mu.Lock()
+	r.grants = append(r.grants, inflight)
+	r.mu.Unlock()
+}
+
+// A GrantObserver is told of every grant, queued ones included, through
+// ObserveGrant with the slots in use after it, and of refusals through
+// ObserveAdmission. Among several observers it is an Observer like any
+// other and sees every event.
+func TestGrantObserverGetsGrantsAsInflight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &grantRecorder{}
+		g := mustGate(t, admit.Config{Capacity: 2, MaxWaiters: 1, MaxWait: time.Second, Observer: r})
+		p1, _ := g.TryAcquire()
+		p2, _ := g.TryAcquireFor(admit.Request{Class: admit.ClassSheddable})
+		if _, err := g.TryAcquire(); err == nil {
+			t.Fatal("a third slot of two")
+		}
+		out := make(chan result, 1)
+		queueOne(t.Context(), g, 1, admit.Request{}, out)
+		p1.Done(admit.OutcomeOK)
+		q := <-out
+		if q.err != nil {
+			t.Fatal(q.err)
+		}
+		q.p.Done(admit.OutcomeOK)
+		p2.Done(admit.OutcomeOK)
+		if want := []int64{1, 2, 2}; !slices.Equal(r.grants, want) {
+			t.Errorf("grants seen as inflight %v, want %v", r.grants, want)
+		}
+		if len(r.admits) != 1 || r.admits[0].Accepted || r.admits[0].Reason != admit.ReasonFull {
+			t.Errorf("admission events %+v, want the one refusal", r.admits)
+		}
+		if len(r.complete) != 3 {
+			t.Errorf("%d completions, want 3", len(r.complete))
+		}
+
+		// Fanned out with another observer, it gets ObserveAdmission for grants.
+		r2, plain := &grantRecorder{}, &recorder{}
+		g2 := mustGate(t, admit.Config{Capacity: 1, Observer: admit.Observers(r2, plain)})
+		p, _ := g2.TryAcquire()
+		p.Done(admit.OutcomeOK)
+		if len(r2.grants) != 0 || len(r2.admits) != 1 || !r2.admits[0].Accepted || len(plain.admits) != 1 {
+			t.Errorf("fanned out: grants %v, admissions %+v and %+v", r2.grants, r2.admits, plain.admits)
 		}
 	})
 }

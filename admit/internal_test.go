@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Hold sums are float64 seconds: a sum past an int64 of nanoseconds (292
+// The hold sum is whole nanoseconds: a sum past an int64 of them (292
 // years of held slots, reached in months at high concurrency) saturates
 // instead of wrapping negative.
 func TestHoldSumsCannotOverflow(t *testing.T) {

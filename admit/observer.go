@@ -15,6 +15,21 @@ type Observer interface {
 	ObserveCompletion(CompletionEvent)
 }
 
+// GrantObserver is an Observer that needs, of a granted admission, only
+// the slots in use right after it (an adaptive limit keeping a window's
+// peak does). A gate whose Observer is a GrantObserver calls ObserveGrant
+// for every grant instead of ObserveAdmission; refusals and completions
+// are reported as usual. It is a matter of cost: an AdmissionEvent is too
+// large to pass in registers, and building and copying one is most of
+// what an observer costs an admission (a seventh of the whole cost of a
+// gate with an adaptive limit; docs/bench/admission.md has the figures).
+// Observers() of several observers is not a GrantObserver: each of them
+// sees every event.
+type GrantObserver interface {
+	Observer
+	ObserveGrant(inflight int64)
+}
+
 // AdmissionEvent describes one decision: a slot granted or a refusal.
 type AdmissionEvent struct {
 	Gate, Kind string

@@ -86,12 +86,14 @@ func (g *Gate) now() int64 { return int64(time.Since(g.epoch)) }
 // could not finish in time: the deadline is nearer than the expected wait
 // (the queue ahead of it, or the slots it needs, worked off at the
 // recent hold time across the capacity) plus the recent hold time
-// itself. Without a hold-time sample it never refuses.
-func (g *Gate) tooLate(dl time.Time, n int64) bool {
+// itself. Without a hold-time sample it never refuses. When it reads the
+// clock it returns the reading plus one (g.now()+1, a permit's start),
+// else 0.
+func (g *Gate) tooLate(dl time.Time, n int64) (bool, int64) {
 	hold := g.holdEWMA.Load()
 	c := g.capacity.Load()
 	if hold <= 0 || c <= 0 {
-		return false
+		return false, 0
 	}
 	expected := float64(hold)
 	if q := g.queued.Load(); q > 0 || g.InUse()+n > c {
@@ -101,7 +103,11 @@ func (g *Gate) tooLate(dl time.Time, n int64) bool {
 		}
 		expected += float64(hold) * float64(ahead+n) / float64(c)
 	}
-	return float64(time.Until(dl)) < expected
+	// dl.Sub(g.epoch) needs no clock read (both carry a monotonic reading;
+	// a deadline without one is compared on the wall clock, as time.Until
+	// does), and the one read here is the permit's start as well.
+	now := g.now()
+	return float64(dl.Sub(g.epoch)-time.Duration(now)) < expected, now + 1
 }
 
 func (g *Gate) countClassAdmitted(cl Class, n int64) {

@@ -53,7 +53,7 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64, cl Class) (Permit, err
 		if flags, ok := g.tryTake(k, n, cl, true); ok {
 			g.unannounce()
 			g.mu.Unlock()
-			return g.admitted(k, n, cl, flags, 0), nil
+			return g.admitted(k, n, cl, flags, 0, 0), nil
 		}
 	}
 	if g.qlen >= g.maxWaiters && !g.shedFor(cl) {
@@ -143,7 +143,7 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64, cl Class) (Permit, err
 			cc.admitted.Add(1)
 		}
 		g.acct.RUnlock()
-		return g.admitted(k, n, cl, 0, waited), nil
+		return g.admitted(k, n, cl, 0, waited, 0), nil
 	case state == waiterGranted:
 		// Granted at the moment we gave up: hand the slots back and on.
 		g.acct.RLock()

@@ -56,8 +56,9 @@ type Stats struct {
 	// WaitTime is the total time callers spent queued. HoldTime is the
 	// total hold time of the permits whose hold was measured (HoldSamples
 	// of them; see Config.SampleEvery), so HoldTime/HoldSamples is the mean
-	// hold time. Both are zero-based sums in seconds' precision of a
-	// float64, so they never overflow.
+	// hold time. WaitTime is summed in a float64 of seconds and HoldTime in
+	// whole nanoseconds; neither overflows: both stop at the largest
+	// Duration (about 292 years).
 	WaitTime    time.Duration
 	HoldTime    time.Duration
 	HoldSamples uint64
@@ -167,7 +168,7 @@ func (g *Gate) Stats() Stats {
 		}
 	}
 	s.WaitTime = seconds(g.waitSeconds.Load())
-	s.HoldTime = seconds(g.holdSeconds.Load())
+	s.HoldTime = time.Duration(min(g.holdNanos.Load(), maxHoldNanos))
 	s.HoldSamples = g.holdSamples.Load()
 	s.RecentHold = time.Duration(g.holdEWMA.Load())
 	s.OldestWait = g.OldestWait()

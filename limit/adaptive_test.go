@@ -247,6 +247,40 @@ func TestObservePathDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// On a gate whose only observer it is, the Adaptive learns the window's
+// peak of slots in use from the gate's grants (ObserveGrant): ten permits
+// held at once, all ended before the window is judged, still count as ten
+// in use for the application-limited guard.
+func TestPeakInflightFromGrants(t *testing.T) {
+	now := epoch
+	a, err := New(Config{Law: &AIMD{}, Initial: 40, Max: 40, MinSamples: 1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := admit.New(admit.Config{Name: "g", Capacity: 40, Observer: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Attach(g); err != nil {
+		t.Fatal(err)
+	}
+	a.Decide() // opens the first window
+	ps := make([]admit.Permit, 10)
+	for i := range ps {
+		if ps[i], err = g.TryAcquire(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ps {
+		ps[i].Done(admit.OutcomeOK)
+	}
+	now = now.Add(DefaultWindow)
+	a.Decide()
+	if st := a.State(); st.Windows != 1 || st.Inflight != 10 {
+		t.Fatalf("window %d judged with inflight %d, want the peak of 10", st.Windows, st.Inflight)
+	}
+}
+
 // Run decides every window even without completions, so a Signal can
 // shed while nothing completes; it returns when its context ends.
 func TestRunDecidesWithoutCompletions(t *testing.T) {
