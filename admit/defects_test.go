@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -408,6 +409,55 @@ func TestNoAdmissionAfterAClosedRefusal(t *testing.T) {
 		close(bad)
 		for msg := range bad {
 			t.Fatal(msg)
+		}
+	}
+}
+
+// A full queue sheds a waiter of a class without a share for a newcomer
+// of a higher class, even while a permit of another class is released:
+// the per-class usage that shedding (and the share order) reads used to
+// be read apart from the slots in use, so a release in between made the
+// default class look below a share it does not have, and the newcomer
+// was refused queue_full. TestLinearizableQueues found it.
+func TestSheddingDuringAReleaseOfAnotherClass(t *testing.T) {
+	rounds := 3000
+	if testing.Short() {
+		rounds /= 4
+	}
+	for round := range rounds {
+		g := mustGate(t, admit.Config{Capacity: 2, MaxWaiters: 1, MaxWait: -1, ClassAging: -1,
+			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.5}})
+		held, err := g.TryAcquireFor(admit.Request{Weight: 2, Class: admit.ClassSheddable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		waiter := make(chan error, 1)
+		go func() {
+			p, err := g.AcquireFor(ctx, admit.Request{}) // critical, no share
+			if err == nil {
+				p.Done(admit.OutcomeOK)
+			}
+			waiter <- err
+		}()
+		for g.Stats().Waiting == 0 {
+			runtime.Gosched()
+		}
+		newcomer := make(chan error, 1)
+		go func() {
+			p, err := g.AcquireFor(ctx, admit.Request{Class: admit.ClassCriticalPlus})
+			if err == nil {
+				p.Done(admit.OutcomeOK)
+			}
+			newcomer <- err
+		}()
+		held.Done(admit.OutcomeOK)
+		cancel()
+		err = <-newcomer
+		<-waiter
+		var rej *admit.RejectedError
+		if errors.As(err, &rej) && rej.Reason() == admit.ReasonQueueFull {
+			t.Fatalf("round %d: a critical_plus newcomer was refused queue_full while the queue held only a critical waiter", round)
 		}
 	}
 }
