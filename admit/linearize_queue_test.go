@@ -93,7 +93,7 @@ import (
 // outside the snapshot's lock), and RetryAfter. It relies on the gate
 // asking a waiting caller's context for Done only once it is queued.
 //
-// A known race it could still report, never seen in 40,000 histories: a
+// A known race it could still report, not identified in any failure so far: a
 // grant pass picks the next waiter on the per-class usage it read, and a
 // release that lands before its take can put another class below its
 // share at the instant of the grant.
