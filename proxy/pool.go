@@ -77,12 +77,17 @@ func (p *pool) pick() *member {
 // is a shallow copy with the instance's scheme and host.
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := p.pick()
-	out := new(http.Request)
-	*out = *req
-	u := *req.URL
-	u.Scheme, u.Host = m.url.Scheme, m.url.Host
-	out.URL = &u
-	out.Host = ""
+	out := req
+	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme || req.Host != "" {
+		// Another instance than the one the request was rewritten for
+		// (the first): copy it. With one upstream this never happens.
+		out = new(http.Request)
+		*out = *req
+		u := *req.URL
+		u.Scheme, u.Host = m.url.Scheme, m.url.Host
+		out.URL = &u
+		out.Host = ""
+	}
 	resp, err := p.next.RoundTrip(out)
 	failed := false
 	switch {

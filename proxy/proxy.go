@@ -217,6 +217,7 @@ func New(cfg Config) (*Proxy, error) {
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       log.New(io.Discard, "", 0),
+		BufferPool:     new(bufferPool),
 	}
 	if cfg.Logger != nil {
 		p.rp.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)
@@ -389,8 +390,13 @@ func (p *Proxy) admitted(w http.ResponseWriter, r *http.Request, rt *route) {
 // (the body's, and the send timeout's), so a later request on the same
 // keep-alive connection does not inherit them.
 func (p *Proxy) guardClient(w http.ResponseWriter, r *http.Request) (clear func()) {
-	rc := http.NewResponseController(w)
 	read := p.cfg.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody
+	if !read && p.cfg.SendTimeout <= 0 {
+		// Nothing to set or clear (`sluice proxy` leaves both timeouts
+		// to its listener): no controller, no closure per request.
+		return noDeadlines
+	}
+	rc := http.NewResponseController(w)
 	if read {
 		_ = rc.SetReadDeadline(p.now().Add(p.cfg.BodyTimeout))
 	}
@@ -403,6 +409,8 @@ func (p *Proxy) guardClient(w http.ResponseWriter, r *http.Request) (clear func(
 		}
 	}
 }
+
+func noDeadlines() {}
 
 // bufferReplayable reads the small body of a request that may be retried
 // (idempotent method or Idempotency-Key) so each attempt can send it again.

@@ -350,8 +350,8 @@ func (p *Policy) do(ctx context.Context, br *breaker.Breaker, safe bool, attempt
 			return StopCanceled, nil
 		}
 		call.DoneAt(o.Breaker, end)
-		if p.throttle != nil && o.Accepted {
-			p.throttle.acceptedAt(end)
+		if p.throttle != nil {
+			p.throttle.answeredAt(end, o.Accepted)
 		}
 		if !o.Retryable {
 			return StopFinal, nil

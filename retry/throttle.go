@@ -31,6 +31,12 @@ type ThrottleConfig struct {
 // with probability max(0, (requests − K·accepts) / (requests + 1)), where
 // both counts cover the window and requests include those refused locally
 // (and nothing is refused before MinRequests requests are in the window).
+//
+// A sent request counts once its answer is known (Accepted or Refused),
+// not when it leaves: a request still in flight is neither accepted nor
+// refused yet, and counting it early would make a burst of concurrent
+// first requests, or a few long polls, look like refusals and throttle an
+// upstream that refused nothing.
 // While the upstream accepts everything the probability is 0; when it
 // refuses most requests, the client stops sending most of them, so the
 // upstream sees about K times what it accepts instead of the full offered
@@ -60,33 +66,45 @@ func NewThrottle(cfg ThrottleConfig) (*Throttle, error) {
 	return t, nil
 }
 
-// Allow counts one request and reports whether to send it (true) or refuse
-// it locally (false). Record the upstream's answer to a sent request with
-// Accepted.
+// Allow reports whether to send a request (true) or refuse it locally
+// (false). A local refusal counts as a request at once; a request it lets
+// through counts when its answer is recorded with Accepted or Refused (a
+// request abandoned without an answer, such as one its caller canceled,
+// is simply not recorded).
 func (t *Throttle) Allow() bool { return t.allowAt(t.now()) }
 
 func (t *Throttle) allowAt(now time.Time) bool {
 	w := t.w
 	w.mu.Lock()
 	w.roll(now)
-	req, acc := float64(w.sum.a), float64(w.sum.b)
-	w.b[w.cur].a++
-	w.sum.a++
+	p := t.probability(float64(w.sum.a), float64(w.sum.b))
+	send := p <= 0 || t.rand() >= p
+	if !send {
+		w.b[w.cur].a++
+		w.sum.a++
+	}
 	w.mu.Unlock()
-	p := t.probability(req, acc)
-	return p <= 0 || t.rand() >= p
+	return send
 }
 
-// Accepted counts one request the upstream accepted (answered without
+// Accepted counts one sent request the upstream accepted (answered without
 // refusing for overload).
-func (t *Throttle) Accepted() { t.acceptedAt(t.now()) }
+func (t *Throttle) Accepted() { t.answeredAt(t.now(), true) }
 
-func (t *Throttle) acceptedAt(now time.Time) {
+// Refused counts one sent request the upstream refused or did not answer
+// (a refusal for overload, a connection failure).
+func (t *Throttle) Refused() { t.answeredAt(t.now(), false) }
+
+func (t *Throttle) answeredAt(now time.Time, accepted bool) {
 	w := t.w
 	w.mu.Lock()
 	w.roll(now)
-	w.b[w.cur].b++
-	w.sum.b++
+	w.b[w.cur].a++
+	w.sum.a++
+	if accepted {
+		w.b[w.cur].b++
+		w.sum.b++
+	}
 	w.mu.Unlock()
 }
 

@@ -85,7 +85,9 @@ func TestThrottleProbability(t *testing.T) {
 			t.Fatalf("p = %v with every request accepted", p)
 		}
 		for range 90 {
-			th.Allow()
+			if th.Allow() {
+				th.Refused()
+			}
 		}
 		// 100 requests, 10 accepts: (100 − 20) / 101.
 		if p, want := th.RejectProbability(), 80.0/101; math.Abs(p-want) > 1e-12 {
@@ -99,9 +101,53 @@ func TestThrottleProbability(t *testing.T) {
 	th, _ := NewThrottle(ThrottleConfig{})
 	for range 19 {
 		th.Allow()
+		th.Refused()
 	}
 	if p := th.RejectProbability(); p != 0 {
 		t.Fatalf("p = %v below MinRequests", p)
+	}
+}
+
+// TestThrottleCountsAnswersNotDepartures: requests in flight have no
+// answer yet, so a burst of concurrent first requests (or long polls) is
+// not mistaken for refusals. 32 calls start and wait together through a
+// policy whose default throttle would refuse most of them if it counted
+// each as it left (20 requests, 0 accepts: p = 20/21 > the draw of 0.5).
+func TestThrottleCountsAnswersNotDepartures(t *testing.T) {
+	p, err := New(Config{Name: "burst", Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 32
+	entered, refused := make(chan struct{}, n), make(chan error, n)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := p.Do(t.Context(), true, func(int, Timeout) Outcome {
+				entered <- struct{}{}
+				<-release
+				return Outcome{Accepted: true}
+			})
+			if err != nil {
+				refused <- err
+			}
+		})
+	}
+	var got, lost int
+	for got+lost < n {
+		select {
+		case <-entered:
+			got++
+		case err := <-refused:
+			lost++
+			t.Errorf("refused while %d calls were in flight: %v", got, err)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if th := p.throttle; th.RejectProbability() != 0 {
+		t.Errorf("after %d accepted answers the refusal probability is %v", n, th.RejectProbability())
 	}
 }
 

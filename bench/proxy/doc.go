@@ -1,5 +1,7 @@
 // Package proxybench measures sluice's proxy beside a bare
-// httputil.ReverseProxy (BenchmarkProxy) and holds the programs that
-// run.sh compares against HAProxy and nginx: backend (a server of known
-// capacity) and bare (a ten-line ReverseProxy).
+// httputil.ReverseProxy (BenchmarkProxy, BenchmarkProxyPaired) and holds
+// the programs that run.sh and recovery.sh compare against HAProxy, nginx
+// and Caddy: backend (a server of known capacity) and bare (a ten-line
+// ReverseProxy). Caddy is its own Go module under caddy/, built by the
+// scripts on demand, so its dependencies stay out of this module.
 package proxybench

@@ -8,7 +8,7 @@
 #   bench/proxy/recovery.sh      # PROXIES, RATE, DURATION to narrow it
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PROXIES=${PROXIES:-"sluice sluice-adaptive bare haproxy nginx"}
+PROXIES=${PROXIES:-"sluice sluice-adaptive bare haproxy nginx caddy caddy-maxreq"}
 RATE=${RATE:-1600}
 DURATION=${DURATION:-30s}
 export OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/sluice-proxy-recovery.XXXXXX")}
@@ -16,9 +16,9 @@ export BACKEND_FLAGS="-slow-from 10s -slow-for 10s -slow-factor 3"
 # shellcheck source=/dev/null
 ONLY_FUNCS=1 source "$HERE/run.sh"
 echo "reports in $OUT"
-printf '%-16s %9s %9s %9s %12s %14s\n' proxy before/s slow/s after/s recovery_s refused_slow
+printf '%-16s %9s %9s %9s %12s %14s %10s\n' proxy before/s slow/s after/s recovery_s refused_slow p99_ok_ms
 for px in $PROXIES; do
-	case $px in haproxy | nginx) have "$px" || { echo "skip $px (not installed)"; continue; } ;; esac
+	if peer "$px" && ! have "$px"; then echo "skip $px (not installed)"; continue; fi
 	start_backend 20ms
 	start_proxy "$px"
 	taskset -c "$DRIVER_CPU" "$OUT/sluice" load --url "http://127.0.0.1:$PPORT/" --rate "$RATE" --duration "$DURATION" \
@@ -26,13 +26,15 @@ for px in $PROXIES; do
 	stop_all
 	python3 - "$OUT/recovery-$px.json" "$px" <<'PY'
 import json, sys, statistics
-tl = json.load(open(sys.argv[1]))["steps"][0]["windows"][0]["timeline"]
+w = json.load(open(sys.argv[1]))["steps"][0]["windows"][0]
+tl = w["timeline"]
+p99 = w["latency"]["ok_response_time"].get("p99_ms", 0)
 ok = [s["ok"] for s in tl]
 before = statistics.median(ok[3:10])
 slow = statistics.median(ok[11:20])
 after = statistics.median(ok[24:]) if len(ok) > 24 else float("nan")
 rec = next((i - 20 for i in range(20, len(ok)) if ok[i] >= 0.95 * before), None)
 refused = sum(s["refused"] for s in tl[10:20])
-print(f'{sys.argv[2]:<16} {before:9.0f} {slow:9.0f} {after:9.0f} {("%d" % rec) if rec is not None else "never":>12} {refused:14d}')
+print(f'{sys.argv[2]:<16} {before:9.0f} {slow:9.0f} {after:9.0f} {("%d" % rec) if rec is not None else "never":>12} {refused:14d} {p99:10.0f}')
 PY
 done
