@@ -99,8 +99,8 @@ import (
 // share at the instant of the grant.
 
 var (
-	queueHistories = flag.Int("admit.queue-histories", 1000, "histories TestLinearizableQueues records and checks")
-	queueTimeout   = flag.Duration("admit.queue-timeout", time.Second, "how long TestLinearizableQueues lets porcupine search one history")
+	queueHistories = flag.Int("admit.queue-histories", 600, "histories TestLinearizableQueues records and checks")
+	queueTimeout   = flag.Duration("admit.queue-timeout", 500*time.Millisecond, "how long TestLinearizableQueues lets porcupine search one history")
 )
 
 const (
@@ -910,7 +910,16 @@ func (c *lqClient) run(ops int) {
 			if c.rng.IntN(3) == 0 {
 				o = admit.Outcome(c.rng.IntN(admit.NumOutcomes))
 			}
+			// Now and then cancel a waiter right before or after a release:
+			// a waiter granted as it gives up hands the grant back.
+			race := c.rng.IntN(4)
+			if race == 0 {
+				c.cancelOne()
+			}
 			c.done(h, o)
+			if race == 1 {
+				c.cancelOne()
+			}
 		case x < 84:
 			in := lqInput{capacity: int16(c.rng.Int64N(c.cap + 2))}
 			c.h.call(c.id, in, func() lqOutput {
@@ -949,15 +958,21 @@ type lqConfig struct {
 	classes bool
 }
 
-func lqConfigFor(i int) lqConfig {
+// lqConfigFor draws a history's gate from seed, each part on its own:
+// capacity 1-3, a queue of 1-3, timing (off, every permit, sampled, or
+// an observer), the discipline (LIFO in half the histories, FIFO in a
+// third, CoDel, the slowest to check as either direction is allowed, in
+// one in six), and one class, four, or four with shares.
+func lqConfigFor(seed uint64) lqConfig {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	kinds := make([]string, lqKinds)
 	for k := range kinds {
 		kinds[k] = string(rune('a' + k))
 	}
 	cfg := admit.Config{
-		Capacity:        1 + int64(i%3),
+		Capacity:        1 + rng.Int64N(3),
 		Kinds:           kinds,
-		MaxWaiters:      1 + (i/3)%3,
+		MaxWaiters:      1 + rng.IntN(3),
 		MaxWait:         -1, // only cancellation ends a wait (CoDel sets its own limit)
 		MaxOvertakes:    -1, // strict order
 		ClassAging:      -1, // queued age never counts
@@ -965,7 +980,7 @@ func lqConfigFor(i int) lqConfig {
 		CoDelTarget:     time.Millisecond,
 		CoDelInterval:   2 * time.Millisecond,
 	}
-	switch i % 4 {
+	switch rng.IntN(4) {
 	case 0:
 		cfg.NoTiming = true
 	case 1:
@@ -973,17 +988,16 @@ func lqConfigFor(i int) lqConfig {
 	case 2:
 		cfg.Observer = admit.Observers(&countingObserver{})
 	}
-	// LIFO and FIFO most often; CoDel in one history in six.
-	switch i % 6 {
-	case 0, 2:
+	switch rng.IntN(6) {
+	case 0, 1:
 		cfg.Discipline = admit.DisciplineFIFO
-	case 1, 3:
+	case 2, 3, 4:
 		cfg.Discipline = admit.DisciplineLIFO
 	default:
 		cfg.Discipline = admit.DisciplineCoDel
 	}
 	lc := lqConfig{cfg: cfg}
-	switch (i / 2) % 3 {
+	switch rng.IntN(3) {
 	case 1:
 		lc.classes = true
 	case 2:
@@ -1019,7 +1033,7 @@ func TestLinearizableQueues(t *testing.T) {
 	unknown := 0
 	for i := range histories {
 		seed := rand.Uint64()
-		lc := lqConfigFor(i)
+		lc := lqConfigFor(seed)
 		g := mustGate(t, lc.cfg)
 		history := recordQueueHistory(g, lc, lqOpsPerUser, seed)
 		m := &lqModel{discipline: lc.cfg.Discipline, maxWaiters: lc.cfg.MaxWaiters, shares: lc.cfg.ClassShares}
@@ -1042,7 +1056,7 @@ func TestLinearizableQueues(t *testing.T) {
 			t.Fatalf("history %d: after every permit ended, in use %d inflight %d waiting %d", i, s.InUse, s.Inflight, s.Waiting)
 		}
 	}
-	if unknown > histories/20 {
+	if unknown > histories/10 { // a slow machine, or histories the checker cannot decide: either way, look
 		t.Errorf("the checker timed out on %d of %d histories", unknown, histories)
 	}
 }
