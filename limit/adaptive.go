@@ -29,9 +29,10 @@ const (
 )
 
 // Target is what an Adaptive moves: *admit.Gate satisfies it. If the
-// target also has Name() string, Capacity() int64 or InUse() int64 (as a
-// Gate does), they name the state, give the initial limit and complete the
-// inflight peak.
+// target also has Name() string, Capacity() int64, InUse() int64 or
+// OldestWait() time.Duration (as a Gate does), they name the state, give
+// the initial limit, complete the inflight peak and tell the queue's share
+// of the SLO.
 type Target interface {
 	SetCapacity(int64) error
 }
@@ -61,11 +62,19 @@ type Config struct {
 	// is an error.
 	Initial int64
 
-	// SLO is the latency the service promises, and the ceiling the limit
-	// is anchored to: a window whose measure is above it is an overload,
-	// the limit shrinks by Backoff whatever the law says, and no law learns
-	// a baseline above it, so a long incident cannot make slow look normal.
-	// 0 means no ceiling (not recommended); negative is an error.
+	// SLO is the latency the service promises its callers (at the 99th
+	// percentile): the gate's queue wait plus the hold. The hold's budget
+	// is the SLO less the queue's wait (the age of the target's oldest
+	// queued request as a window closes, if it was as old at the previous
+	// window: one late wake-up is not a queue), at least half of it. A window whose measure is
+	// above the budget is an overload: the limit shrinks by Backoff
+	// whatever the law says, and no law learns from it. A window whose 99th percentile is above the budget shrinks
+	// the limit by Backoff too and never grows it. The law aims at 70% of
+	// the budget, and no baseline rises above that, so a long incident
+	// cannot make slow look normal. With a Signal the SLO is a ceiling on
+	// the signal alone. Give the gate a queue wait well under the SLO
+	// (QueueWaitFor). 0 means no ceiling (not recommended); negative is an
+	// error.
 	SLO time.Duration
 	// Backoff multiplies the limit after an overloaded window. 0 means 0.9;
 	// outside (0,1) is an error.
@@ -138,6 +147,7 @@ type settings struct {
 	min, max, initial   float64
 	slo, window, hold   time.Duration
 	backoff, quantile   float64
+	sloQuantile         float64
 	appLimited, trigger float64
 	gain                float64
 	minSamples, steps   int
@@ -153,7 +163,7 @@ func (c Config) resolve() (settings, error) {
 		return settings{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
 	s := settings{min: DefaultMin, max: DefaultMax, window: DefaultWindow, backoff: DefaultBackoff,
-		quantile: DefaultQuantile, appLimited: DefaultAppLimited, minSamples: DefaultMinSamples,
+		quantile: DefaultQuantile, sloQuantile: 0.99, appLimited: DefaultAppLimited, minSamples: DefaultMinSamples,
 		steps: 4, trigger: 0.5, gain: 0.05, signal: c.Signal, queueAge: c.Ramp.QueueAge,
 		log: c.Logger, now: c.Now, slo: c.SLO}
 	switch {
@@ -275,9 +285,11 @@ type Adaptive struct {
 	target      Target
 	name        string
 	inUse       func() int64
+	oldestWait  func() time.Duration // the target's OldestWait, if it has one
 	windowStart time.Time
-	limit       float64 // the law's limit, unrounded
-	capacity    int64   // what the target was last given
+	limit       float64       // the law's limit, unrounded
+	capacity    int64         // what the target was last given
+	lastWait    time.Duration // the queue wait read at the previous window
 	highWater   float64
 	episode     bool
 	episodeTop  float64
@@ -322,6 +334,9 @@ func (a *Adaptive) Attach(t Target) error {
 	if u, ok := t.(interface{ InUse() int64 }); ok {
 		a.inUse = u.InUse
 	}
+	if q, ok := t.(interface{ OldestWait() time.Duration }); ok {
+		a.oldestWait = q.OldestWait
+	}
 	if c, ok := t.(interface{ Capacity() int64 }); ok && a.cfg.initialFromTarget && a.state.Windows == 0 {
 		if have := c.Capacity(); have > 0 {
 			a.limit = clamp(float64(have), a.cfg.min, a.cfg.max)
@@ -352,6 +367,24 @@ func (a *Adaptive) ObserveGrant(inflight int64) {
 		}
 	}
 }
+
+// QueueWaitFor is the queue wait to give a gate whose Adaptive has the
+// given SLO, when nothing else says how long requests may wait: a quarter
+// of the SLO. The SLO covers the queue's wait and the hold together; the
+// Adaptive holds the hold's tail to what the queue leaves (at least half),
+// so a queue allowed to wait most of the SLO would leave the limit nothing
+// to work with. 0 for an SLO of 0 or less.
+func QueueWaitFor(slo time.Duration) time.Duration {
+	if slo <= 0 {
+		return 0
+	}
+	return slo / 4
+}
+
+// lawMargin is the part of the hold's latency budget a law aims its
+// measure (the 90th percentile) at; the rest is room for the tail (the
+// 99th), which the SLO guard holds to the whole budget.
+const lawMargin = 0.7
 
 // clockEvery: ObserveCompletion reads the clock on one completion in
 // this many. A clock read costs more than the rest of the sample path
@@ -450,7 +483,7 @@ func (a *Adaptive) decideLocked(now time.Time) {
 	}
 	h := a.closeWindow(now)
 	samples := int(h.n.Load())
-	var lat time.Duration
+	var lat, tail, mean time.Duration
 	if a.cfg.signal != nil {
 		var ok bool
 		if lat, ok = a.cfg.signal.Latency(now); !ok {
@@ -461,12 +494,25 @@ func (a *Adaptive) decideLocked(now time.Time) {
 			return
 		}
 		lat = h.quantile(a.cfg.quantile)
+		tail = h.quantile(a.cfg.sloQuantile)
+		mean = h.mean()
 	}
 	inflight := a.peak.Swap(0)
 	if a.inUse != nil {
 		inflight = max(inflight, a.inUse())
 	}
-	a.step(now, Window{Latency: lat, Samples: samples, Inflight: inflight}, samples)
+	// The queue's wait is the age of the target's oldest queued request
+	// as the window closes (read here, once a window, rather than from
+	// every admission), but no more than the previous window's: one late
+	// wake-up of a waiting goroutine (on a busy machine, tens of
+	// milliseconds) must not take the hold's budget for a window; a queue
+	// that stands is there in the next window too.
+	var wait time.Duration
+	if a.oldestWait != nil {
+		wait = a.oldestWait()
+	}
+	wait, a.lastWait = min(wait, a.lastWait), wait
+	a.step(now, Window{Latency: lat, Mean: mean, Samples: samples, Inflight: inflight}, max(tail, lat), wait, samples)
 }
 
 // closeWindow starts the next window with the other, emptied histogram and
@@ -486,16 +532,33 @@ func (a *Adaptive) closeWindow(now time.Time) *histogram {
 func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
 
 // step is one decision: the law, the guardrails, the episode and the ramp.
-func (a *Adaptive) step(now time.Time, w Window, completed int) {
-	ceiling := a.cfg.slo
+func (a *Adaptive) step(now time.Time, w Window, tail, wait time.Duration, completed int) {
+	budget, ceiling := a.cfg.slo, a.cfg.slo
+	if budget > 0 && a.cfg.signal == nil {
+		// The SLO covers what the caller sees: the queue's wait and the
+		// hold. The hold gets what the queue left, at least half; the law
+		// aims its measure below that (lawMargin), so that the tail, which
+		// the guard holds to the whole budget, has room.
+		budget = max(budget-wait, budget/2)
+		ceiling = time.Duration(float64(budget) * lawMargin)
+	}
 	w.Ceiling = ceiling
-	w.Overload = ceiling > 0 && w.Latency > ceiling
+	// An overload (an episode, and a window no law learns from) is the
+	// law's measure above the budget: most requests slow. The tail above
+	// it alone is the guard's business: the limit comes down, not the
+	// whole recovery machinery.
+	w.Overload = budget > 0 && w.Latency > budget
+	tailOver := budget > 0 && tail > budget
 	old := a.limit
 	next := a.law.Next(old, w)
 	decision, why := DecisionHold, "steady"
-	if w.Overload {
+	switch {
+	case w.Overload:
 		next = math.Min(next, old*a.cfg.backoff)
 		why = "above_slo"
+	case tailOver:
+		next = math.Min(next, old*a.cfg.backoff)
+		why = "tail_above_slo"
 	}
 	if next > old && a.cfg.appLimited > 0 && float64(w.Inflight) < old*a.cfg.appLimited {
 		next, why = old, "app_limited"
@@ -506,18 +569,30 @@ func (a *Adaptive) step(now time.Time, w Window, completed int) {
 		decision, why = DecisionGrow, "law"
 	case next < old:
 		decision = DecisionShrink
-		if !w.Overload {
+		if !w.Overload && !tailOver {
 			why = "law"
 		}
 	}
 
 	switch {
 	case a.ramp.active && w.Overload:
+		// The level that overloaded is not aimed at again: the next ramp
+		// climbs to the level below it.
+		top := math.Max(a.ramp.floor, a.ramp.levelCapacity(a.ramp.level-1))
 		a.ramp.abort(now, "above_slo")
-		a.episode, a.episodeTop = true, a.ramp.target
+		a.episode, a.episodeTop = true, top
 		a.logInfo("limit: ramp aborted, overload again", "latency", w.Latency, "limit", next)
 		decision, why = DecisionRampAbort, "above_slo"
 		a.limit = next
+	case a.ramp.active && tailOver && a.ramp.level > 0:
+		// The tail above the budget while the ramp climbs: one level
+		// down now, not at the end of the hold. (At the floor there is
+		// nothing below, and the first windows after an episode still
+		// hold its slow leftovers.)
+		a.ramp.back(now, "tail_above_slo")
+		a.logInfo("limit: ramp", "decision", DecisionRampBack.String(), "why", "tail_above_slo", "level", a.ramp.level, "steps", a.ramp.steps, "capacity", a.ramp.capacity())
+		decision, why = DecisionRampBack, "tail_above_slo"
+		a.limit = a.ramp.capacity()
 	case a.ramp.active:
 		var qa time.Duration
 		if a.cfg.queueAge != nil {
@@ -568,6 +643,7 @@ func (a *Adaptive) step(now time.Time, w Window, completed int) {
 
 	st := &a.state
 	st.Limit, st.Latency, st.Baseline = c, w.Latency, a.law.Baseline()
+	st.Tail, st.Wait, st.Budget = tail, wait, budget
 	st.Samples, st.Inflight, st.Overload, st.Episode = w.Samples, w.Inflight, w.Overload, a.episode
 	st.Decision, st.Why, st.At = decision, why, now
 	st.Windows++

@@ -10,7 +10,8 @@
 //		SLO: 200 * time.Millisecond, // the ceiling: see "Guardrails"
 //	})
 //	...
-//	gate, err := admit.New(admit.Config{Name: "upstream", Capacity: 32, Observer: adaptive})
+//	gate, err := admit.New(admit.Config{Name: "upstream", Capacity: 32, Observer: adaptive,
+//		MaxWaiters: 64, MaxWait: limit.QueueWaitFor(200 * time.Millisecond)}) // the queue's share of the SLO
 //	...
 //	err = adaptive.Attach(gate) // from now on adaptive sets gate's capacity
 //	...
@@ -78,10 +79,28 @@
 //     (failsafe-go issue #127, Netflix concurrency-limits issue #137 where
 //     a constant timeout latency grows the limit to its maximum, Envoy pull
 //     request #11579 where each minimum-latency measurement started higher
-//     than the last under sustained load). Config.SLO anchors the limit: a
-//     window whose measure is above it shrinks the limit by Config.Backoff
-//     whatever the law proposes, no law learns from such a window, and no
-//     baseline may rise above the SLO (divided by the law's tolerance).
+//     than the last under sustained load). Config.SLO anchors the limit,
+//     and it is the latency a caller sees: the wait in the gate's queue
+//     plus the hold. The hold's budget is the SLO less the queue's wait
+//     (the age of the gate's oldest queued request as a window closes,
+//     once two windows in a row have seen it), never less than half the
+//     SLO. A window whose
+//     measure is above the budget is an overload: the limit shrinks by
+//     Config.Backoff whatever the law proposes, and no law learns from it.
+//     A window whose 99th percentile alone is above the budget brings the
+//     limit down by Backoff too, and it does not grow, so the admitted
+//     tail converges under the SLO. The law aims its measure at 70% of the
+//     budget (no baseline may rise above that divided by the law's
+//     tolerance), so at equilibrium the tail has room. The queue's own wait
+//     is the queue's business: QueueWaitFor (a quarter of the SLO) is the
+//     wait limit to give the gate when nothing else sets one.
+//   - A backend that got slower is not a queue. A queue the limit builds
+//     shrinks as the limit shrinks, and the mean hold time with it; when
+//     the limit has fallen by a quarter and the mean has not, the law's
+//     baseline is re-anchored at the window's measure, so the limit stops
+//     falling below the backend's concurrency (and its throughput) within
+//     a second or two instead of one to two baseline periods. With an SLO
+//     only: the re-anchored baseline is capped like any other.
 //   - Growth nobody tested: while the most slots used in a window is below
 //     half the limit (Config.AppLimited), the limit does not grow, so a
 //     quiet night does not leave a huge limit for the morning's burst.
@@ -101,7 +120,10 @@
 // completions flat or latency rising a little, so pause; completions fell,
 // latency doubled against the start of the ramp, or the oldest queued
 // request's age doubled (Ramp.QueueAge), so step back one level. A window
-// above the SLO aborts the ramp and starts a new episode. The ramp's level,
+// above the SLO aborts the ramp and starts a new episode, whose ramp then
+// aims no higher than the level below the one that overloaded; a window
+// whose 99th percentile alone is above the budget steps the ramp back one
+// level at once. The ramp's level,
 // last decision and why are in State().Ramp, in promsluice's metrics and
 // in the log (Info).
 //
@@ -119,7 +141,8 @@
 // An Adaptive is called from every goroutine that ends a permit.
 // Adaptive.mu guards the window and the controller; ObserveAdmission only
 // touches an atomic. Lock order: Adaptive.mu, then the gate's own lock
-// (SetCapacity); the gate never calls an observer with its lock held. The
+// (SetCapacity, OldestWait); the gate never calls an observer with its
+// lock held. The
 // `…At(now)` methods are seams for tests and simulations; with the default
 // clock, testing/synctest drives everything in virtual time.
 //

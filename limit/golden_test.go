@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,11 +17,15 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the expected columns of testdata/laws/*.txt")
 
-// fakeTarget records every capacity it is given.
+// fakeTarget records every capacity it is given, and reports a queue
+// wait set by the test.
 type fakeTarget struct {
-	name string
-	caps []int64
+	name   string
+	caps   []int64
+	oldest time.Duration
 }
+
+func (f *fakeTarget) OldestWait() time.Duration { return f.oldest }
 
 func (f *fakeTarget) SetCapacity(c int64) error { f.caps = append(f.caps, c); return nil }
 func (f *fakeTarget) Name() string              { return f.name }
@@ -31,9 +36,33 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // inflight slots, then n completions of the given hold time, then closes
 // the window at t0+window.
 func feedWindow(a *Adaptive, t0 time.Time, window time.Duration, lat time.Duration, inflight int64, n int) time.Time {
-	a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: inflight})
+	return feedScripted(a, nil, t0, window, scriptWindow{lat: lat, inflight: inflight}, n)
+}
+
+// scriptWindow is one window of a script: every sample at lat except,
+// with a tail, the slowest 2% (so the 90th percentile is lat and the 99th
+// the tail); wait is the target's oldest queued request as it closes.
+type scriptWindow struct {
+	lat, tail, wait time.Duration
+	inflight        int64
+}
+
+func feedScripted(a *Adaptive, tgt *fakeTarget, t0 time.Time, window time.Duration, w scriptWindow, n int) time.Time {
+	a.ObserveAdmission(admit.AdmissionEvent{Accepted: true, Inflight: w.inflight})
+	if tgt != nil {
+		tgt.oldest = w.wait
+	}
+	slow := 0
+	if w.tail > 0 {
+		n = max(n, 100)
+		slow = n / 50
+	}
 	for k := range n {
-		a.ObserveCompletionAt(admit.CompletionEvent{Outcome: admit.OutcomeOK, Weight: 1, Hold: lat},
+		hold := w.lat
+		if k >= n-slow {
+			hold = w.tail
+		}
+		a.ObserveCompletionAt(admit.CompletionEvent{Outcome: admit.OutcomeOK, Weight: 1, Hold: hold},
 			t0.Add(time.Duration(k)*window/time.Duration(2*n)))
 	}
 	end := t0.Add(window)
@@ -78,6 +107,40 @@ func parseScriptConfig(fields []string) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// parseScriptWindow reads "12ms 20 tail=35ms wait=20ms -> ..." (the
+// latency of the window's samples, the slots in use, and optionally the
+// 99th percentile and the queue wait), returning the fields before "->".
+func parseScriptWindow(fields []string) (scriptWindow, []string, error) {
+	var w scriptWindow
+	in := fields
+	if i := slices.Index(fields, "->"); i >= 0 {
+		in = fields[:i]
+	}
+	var err error
+	if w.lat, err = time.ParseDuration(in[0]); err != nil {
+		return w, nil, err
+	}
+	if w.inflight, err = strconv.ParseInt(in[1], 10, 64); err != nil {
+		return w, nil, err
+	}
+	for _, f := range in[2:] {
+		k, v, _ := strings.Cut(f, "=")
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return w, nil, fmt.Errorf("%q: %w", f, err)
+		}
+		switch k {
+		case "tail":
+			w.tail = d
+		case "wait":
+			w.wait = d
+		default:
+			return w, nil, fmt.Errorf("unknown window field %q", f)
+		}
+	}
+	return w, in, nil
 }
 
 // TestLawsGolden runs the scripts in testdata/laws: each line is one
@@ -135,17 +198,13 @@ func runScript(t *testing.T, file string) {
 		if a == nil || len(fields) < 2 {
 			t.Fatalf("%s:%d: window before config or malformed: %q", file, lineNo, line)
 		}
-		lat, err := time.ParseDuration(fields[0])
+		w, in, err := parseScriptWindow(fields)
 		if err != nil {
 			t.Fatalf("%s:%d: %v", file, lineNo, err)
 		}
-		inflight, err := strconv.ParseInt(fields[1], 10, 64)
-		if err != nil {
-			t.Fatalf("%s:%d: %v", file, lineNo, err)
-		}
-		now = feedWindow(a, now, DefaultWindow, lat, inflight, DefaultMinSamples)
+		now = feedScripted(a, tgt, now, DefaultWindow, w, DefaultMinSamples)
 		st := a.State()
-		got := fmt.Sprintf("%s %s -> %d %s %s", fields[0], fields[1], st.Limit, st.Decision, st.Why)
+		got := fmt.Sprintf("%s -> %d %s %s", strings.Join(in, " "), st.Limit, st.Decision, st.Why)
 		out = append(out, got)
 		if *update {
 			continue

@@ -88,3 +88,19 @@ func (h *histogram) quantile(q float64) time.Duration {
 	}
 	return bucketValue(histBuckets - 1)
 }
+
+// mean returns the mean of the samples (each counted at its bucket's
+// middle), 0 if none.
+func (h *histogram) mean() time.Duration {
+	var n, sum float64
+	for i := range h.counts {
+		if c := h.counts[i].Load(); c != 0 {
+			n += float64(c)
+			sum += float64(c) * float64(bucketValue(i))
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum / n)
+}

@@ -14,17 +14,23 @@ import (
 type Window struct {
 	// Latency is the window's measure.
 	Latency time.Duration
+	// Mean is the mean of the window's hold times (0 when the measure comes
+	// from a Signal). Unlike a quantile it moves with every queued request,
+	// so it tells whether latency follows the limit.
+	Mean time.Duration
 	// Samples is how many completions fed the measure (0 when the measure
 	// comes from a Signal).
 	Samples int
 	// Inflight is the most slots seen in use during the window.
 	Inflight int64
-	// Ceiling is the SLO-anchored latency ceiling (Config.SLO), or 0 when
-	// there is none. A law must never let its baseline rise above it.
+	// Ceiling is what the law should aim Latency at, at most: with an SLO
+	// (Config.SLO), 70% of the hold's budget (the SLO less the window's
+	// queue wait); with a Signal, the SLO; 0 when there is none. A law must
+	// never let its baseline rise above it.
 	Ceiling time.Duration
-	// Overload is true when Latency is above Ceiling. The Adaptive forces a
-	// decrease in that case whatever the law proposes; a law must not learn
-	// a baseline from such a window.
+	// Overload is true when Latency is above the SLO's budget for it. The
+	// Adaptive forces a decrease in that case whatever the law proposes; a
+	// law must not learn a baseline from such a window.
 	Overload bool
 }
 
@@ -91,6 +97,7 @@ func (a *AIMD) Baseline() time.Duration { return a.base }
 func (a *AIMD) Next(limit float64, w Window) float64 {
 	if !w.Overload {
 		a.minimum.observe(w.Latency, 100)
+		a.minimum.follow(limit, w)
 	}
 	a.base = capBaseline(a.minimum.value(), w.Ceiling, 1.5)
 	threshold := a.Threshold
@@ -153,6 +160,37 @@ func (v *Vegas) Baseline() time.Duration { return v.base }
 type windowedMin struct {
 	cur, prev time.Duration
 	windows   int
+
+	// The limit and mean latency when the limit last rose or the mean last
+	// moved by more than a twentieth, for follow.
+	refLimit float64
+	refMean  time.Duration
+}
+
+// follow re-anchors the minimum at the window's mean latency when the
+// limit has fallen by a quarter since the mean latency last rose or fell (by a
+// twentieth) and the mean has not fallen with it. A queue the limit builds
+// shrinks as the limit shrinks, and the mean with it; a mean that stays
+// put is a backend that got slower, and the old minimum, taken as unloaded
+// latency, would cut the limit to its floor (and the backend's throughput
+// with it) until a period or two had passed. (The mean, not the quantile:
+// with a fixed service time a 90th percentile is one or two service times
+// whatever the queue, as long as more than a tenth of requests queue; and
+// a window with a few queued requests must not re-anchor at their wait.)
+// Called on windows that are not overloaded only, after observe. It does
+// nothing without an SLO ceiling (which bounds what a re-anchored baseline
+// may be: without one, a baseline that rises is the drift the ceiling
+// exists to stop) or without a mean (a Signal's window).
+func (m *windowedMin) follow(limit float64, w Window) {
+	mean, d := w.Mean, w.Latency
+	switch {
+	case w.Ceiling <= 0 || mean <= 0 || d <= 0:
+	case m.refLimit == 0 || limit >= m.refLimit || mean > m.refMean || mean < m.refMean-m.refMean/20:
+		m.refLimit, m.refMean = limit, mean
+	case limit <= 0.75*m.refLimit:
+		m.cur, m.prev = mean, mean
+		m.refLimit, m.refMean = limit, mean
+	}
 }
 
 // observe records one window's latency; period < 0 never forgets.
@@ -192,6 +230,7 @@ func (v *Vegas) Next(limit float64, w Window) float64 {
 	}
 	if !w.Overload {
 		v.minimum.observe(w.Latency, probe)
+		v.minimum.follow(limit, w)
 	}
 	v.base = v.minimum.value()
 	v.base = capBaseline(v.base, w.Ceiling, 2)
@@ -277,6 +316,7 @@ func (g *Gradient2) Next(limit float64, w Window) float64 {
 	}
 	if !w.Overload {
 		g.minimum.observe(w.Latency, period)
+		g.minimum.follow(limit, w)
 	}
 	g.long = g.minimum.value()
 	g.long = capBaseline(g.long, w.Ceiling, tol)

@@ -32,8 +32,20 @@ func (r *rampState) abort(now time.Time, why string) {
 	r.active, r.decision, r.why, r.since = false, DecisionRampAbort, why, now
 }
 
-func (r *rampState) capacity() float64 {
-	return r.floor + (r.target-r.floor)*float64(r.level)/float64(r.steps)
+// back steps the ramp down one level at once and starts the level's hold
+// afresh.
+func (r *rampState) back(now time.Time, why string) {
+	if r.level > 0 {
+		r.level--
+	}
+	r.decision, r.why, r.since, r.completed = DecisionRampBack, why, now, 0
+}
+
+func (r *rampState) capacity() float64 { return r.levelCapacity(r.level) }
+
+// levelCapacity is the capacity at a level (the floor below level 0).
+func (r *rampState) levelCapacity(level int) float64 {
+	return r.floor + (r.target-r.floor)*float64(max(level, 0))/float64(r.steps)
 }
 
 // window accounts one window and, once the level has been held long

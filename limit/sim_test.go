@@ -183,6 +183,32 @@ func TestStepChangeSettles(t *testing.T) {
 	}
 }
 
+// TestServiceSlowdownFollowedWithSLO: every request becomes 2× slower at
+// 5 s, with an SLO. The limit drops at first (no law can tell a slower
+// backend from a queue), but once it has fallen by a quarter with the mean
+// latency flat the baseline is re-anchored, and the limit must be back
+// near the backend's 40 slots and settled within 3 s, not after the 10-20
+// s a windowed minimum takes to forget (TestServiceSlowdownRelearned, the
+// same without an SLO).
+func TestServiceSlowdownFollowedWithSLO(t *testing.T) {
+	for _, law := range []Law{&Vegas{}, &Gradient2{}, &AIMD{}} {
+		t.Run(law.Name(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := simulate(t, law, 100*time.Millisecond, doubledService, 12*time.Second)
+				after, med := r.settledAfter(5*time.Second, 0.2)
+				t.Logf("settled %v after the slowdown at %d slots", after, med)
+				// 30..66: back at the backend's concurrency or somewhat
+				// above it (AIMD's threshold, 1.5× a baseline the closed
+				// loop's brief queues can lift, lets it hold up to 60), and
+				// nowhere near the floor or the maximum.
+				if med < 30 || med > 66 || after > 3*time.Second {
+					t.Errorf("the limit settled at %d slots %v after the change, want 30..66 within 3s; trajectory %v", med, after, r)
+				}
+			})
+		})
+	}
+}
+
 // TestServiceSlowdownRelearned: every request becomes 2× slower at 5 s.
 // The backend's concurrency capacity is unchanged, but no latency-based law
 // can tell that from queueing at first: the limit drops. Once the

@@ -44,10 +44,17 @@ type State struct {
 	Latency  time.Duration // the last window's measure
 	Baseline time.Duration // the law's unloaded latency (0 if none)
 	Ceiling  time.Duration // the SLO ceiling (0: none)
-	Samples  int           // samples in the last window
-	Inflight int64         // most slots in use in the last window
-	Overload bool          // the last window was above the ceiling
-	Episode  bool          // an overload episode is under way
+	// Tail is the last window's 99th percentile hold time, Wait the queue's
+	// wait (the age of the target's oldest queued request as the window
+	// closed, if it was as old at the window before), Budget what the SLO
+	// left the hold (the SLO less Wait, at least half of it; 0 without an
+	// SLO). With a Signal,
+	// Tail is the signal's measure and Budget the SLO.
+	Tail, Wait, Budget time.Duration
+	Samples            int   // samples in the last window
+	Inflight           int64 // most slots in use in the last window
+	Overload           bool  // the last window was above the ceiling
+	Episode            bool  // an overload episode is under way
 
 	Decision Decision  // the last window's decision
 	Why      string    // a short, bounded reason for it

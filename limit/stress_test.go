@@ -135,3 +135,43 @@ func TestConcurrentObserversStress(t *testing.T) {
 		t.Errorf("gate capacity %d, state limit %d", g.Capacity(), st.Limit)
 	}
 }
+
+// TestQueueWaitFromTarget: the queue's wait is the age of the target's
+// oldest queued request as a window closes, once two windows in a row
+// have seen it, and the hold's budget is the SLO less it (at least half
+// the SLO).
+func TestQueueWaitFromTarget(t *testing.T) {
+	for _, tc := range []struct {
+		ages         []time.Duration
+		wait, budget time.Duration
+	}{
+		{[]time.Duration{37 * time.Millisecond, 40 * time.Millisecond}, 37 * time.Millisecond, 63 * time.Millisecond},
+		{[]time.Duration{80 * time.Millisecond, 90 * time.Millisecond}, 80 * time.Millisecond, 50 * time.Millisecond},
+		{[]time.Duration{0, 90 * time.Millisecond}, 0, 100 * time.Millisecond}, // one late wake-up
+	} {
+		a, err := New(Config{Law: &Gradient2{}, Initial: 10, SLO: 100 * time.Millisecond, Ramp: Ramp{Steps: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgt := &fakeTarget{name: "g"}
+		if err := a.Attach(tgt); err != nil {
+			t.Fatal(err)
+		}
+		now := epoch
+		for _, age := range tc.ages {
+			tgt.oldest = age
+			now = feedWindow(a, now, DefaultWindow, 5*time.Millisecond, 5, DefaultMinSamples)
+		}
+		if st := a.State(); st.Windows != 2 || st.Wait != tc.wait || st.Budget != tc.budget {
+			t.Errorf("ages %v: after %d window(s) wait %v, budget %v; want %v and %v", tc.ages, st.Windows, st.Wait, st.Budget, tc.wait, tc.budget)
+		}
+	}
+}
+
+func TestQueueWaitFor(t *testing.T) {
+	for slo, want := range map[time.Duration]time.Duration{0: 0, -time.Second: 0, 50 * time.Millisecond: 12500 * time.Microsecond, 2 * time.Second: 500 * time.Millisecond} {
+		if got := QueueWaitFor(slo); got != want {
+			t.Errorf("QueueWaitFor(%v) = %v, want %v", slo, got, want)
+		}
+	}
+}

@@ -20,7 +20,7 @@
 # temporary folder, printed).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PROXIES=${PROXIES:-"sluice sluice-codel sluice-adaptive bare haproxy nginx caddy caddy-maxreq"}
+PROXIES=${PROXIES:-"sluice sluice-noqueue sluice-codel sluice-adaptive bare haproxy nginx caddy caddy-maxreq"}
 PART=${PART:-all}
 MULTS=${MULTS:-"1 2 5 10"}
 DURATION=${DURATION:-5s}
@@ -84,6 +84,13 @@ start_proxy() {
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
 			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 10000 \
 			--max-inflight "$LIMIT" --queue 16 --max-wait 50ms --log-level warn &
+		;;
+	sluice-noqueue)
+		# sluice proxy's default: no queue, a full gate refuses at once
+		# (what nginx's limit_conn does).
+		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
+			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 10000 \
+			--max-inflight "$LIMIT" --log-level warn &
 		;;
 	sluice-codel)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
@@ -260,7 +267,7 @@ echo "== no overload: trivial backend, wrk -t1 -c32 for $TPUT_DURATION, $ROUNDS 
 LIMIT=$TPUT_LIMIT
 TPUT=()
 for px in $PROXIES; do
-	case $px in sluice-codel | sluice-adaptive | caddy-maxreq) continue ;; esac # the same engine as sluice / caddy
+	case $px in sluice-noqueue | sluice-codel | sluice-adaptive | caddy-maxreq) continue ;; esac # the same engine as sluice / caddy
 	if peer "$px" && ! have "$px"; then continue; fi
 	TPUT+=("$px")
 done

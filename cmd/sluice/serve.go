@@ -263,6 +263,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
+	static.maxWait = adm.maxWait(static.maxWait, static.queue)
 	logger, err := o.log.logger(e.stderr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)

@@ -41,7 +41,7 @@ func addAdmissionFlags(fs *flag.FlagSet) *admissionOptions {
 	fs.StringVar(&o.limit, "limit", "fixed", "how the disk gate's capacity is set: fixed (--work-limit) or an adaptive law that follows latency: aimd, vegas or gradient2")
 	fs.Int64Var(&o.limitMin, "limit-min", 0, "smallest capacity an adaptive --limit may set (0: 1)")
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "largest capacity an adaptive --limit may set (0: 1000)")
-	fs.DurationVar(&o.slo, "slo", 0, "latency objective of disk reads: an adaptive --limit treats slower windows as overload and never learns a baseline above it (0: none)")
+	fs.DurationVar(&o.slo, "slo", 0, "latency objective (99th percentile of queue wait plus disk read): an adaptive --limit holds the reads' tail to what the queue leaves of it and never learns a baseline above it; with --queue and no --max-wait the queue waits at most a quarter of it (0: none)")
 	o.queueFlags.register(fs, "disk")
 	return o
 }
@@ -85,6 +85,17 @@ func (o *admissionOptions) validate(queue int) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// maxWait is the disk queue's wait limit: the --max-wait given or, with an
+// adaptive --limit, an --slo and a --queue but no --max-wait, the limit
+// package's share of the SLO for the queue (a quarter), so that the
+// queue's wait and the disk read fit in the SLO together.
+func (o *admissionOptions) maxWait(given time.Duration, queue int) time.Duration {
+	if given != 0 || o.law == nil || o.slo <= 0 || queue == 0 {
+		return given
+	}
+	return limit.QueueWaitFor(o.slo)
 }
 
 // observer returns the disk gate's Observer: base, plus the adaptive limit

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/admit"
 	"go.uber.org/goleak"
@@ -135,5 +137,39 @@ func TestServeAdmissionWired(t *testing.T) {
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// TestServeAdmissionQueueWaitFromSLO: with an adaptive --limit, an --slo
+// and a --queue but no --max-wait, the disk queue waits at most a quarter
+// of the SLO (what the limit's SLO budget leaves the queue); anything
+// else keeps the flag as given.
+func TestServeAdmissionQueueWaitFromSLO(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		given time.Duration
+		queue int
+		want  time.Duration
+	}{
+		{"adaptive with slo", []string{"--limit", "gradient2", "--slo", "50ms"}, 0, 16, 12500 * time.Microsecond},
+		{"max-wait given", []string{"--limit", "gradient2", "--slo", "50ms"}, 30 * time.Millisecond, 16, 30 * time.Millisecond},
+		{"no queue", []string{"--limit", "gradient2", "--slo", "50ms"}, 0, 0, 0},
+		{"no slo", []string{"--limit", "vegas"}, 0, 16, 0},
+		{"fixed", nil, 0, 16, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			o := addAdmissionFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.validate(tc.queue); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.maxWait(tc.given, tc.queue); got != tc.want {
+				t.Errorf("max wait %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

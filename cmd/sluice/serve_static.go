@@ -43,7 +43,7 @@ func addStaticFlags(fs *flag.FlagSet) *staticOptions {
 	fs.StringVar(&o.root, "root", "", "directory to serve (default: the built-in demo site)")
 	o.workLimit = static.DefaultWorkLimit
 	fs.Var(&o.workLimit, "work-limit", "slots of the \"disk\" gate: disk reads (and gated streams) at once; off: no gate at all (every read goes through)")
-	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the disk queue before 503 (0: the gate's default, 1s; needs --queue)")
+	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the disk queue before 503 (0: the gate's default, 1s, or with an adaptive --limit and --slo a quarter of the SLO; needs --queue)")
 	fs.IntVar(&o.queue, "queue", 0, "disk reads that may wait for a slot (0: refuse at once when full)")
 	fs.Var(&o.cacheBytes, "cache-bytes", "bytes of file content kept in memory, e.g. 64MiB (0: no cache)")
 	fs.Var(&o.maxCachedFileSize, "max-cached-file-size", "largest file kept in memory; larger files stream (0: stream every file)")
