@@ -3,8 +3,10 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -357,4 +359,105 @@ func TestTryAcquireDoesNotJumpTheQueue(t *testing.T) {
 		r.p.Done(admit.OutcomeOK)
 		checkInvariants(t, g.Stats())
 	})
+}
+
+// Once any caller has been refused because the gate is closed, no later
+// call may be admitted. Close (and SetCapacity) store the new capacity
+// before they invalidate admissions decided on the old one, and a
+// refusal that read the new capacity used to come before a one-CAS
+// admission that still used the old limit: the linearizability tests saw
+// a TryAcquire refused as closed and the same client's next TryAcquire
+// admitted. Each round here closes a gate while two goroutines alternate
+// the slow path (weight 2) and the fast path (one slot), each checking
+// that nothing is admitted after it saw the gate closed.
+func TestNoAdmissionAfterAClosedRefusal(t *testing.T) {
+	rounds := 6000
+	if testing.Short() {
+		rounds /= 4
+	}
+	for round := range rounds {
+		g := mustGate(t, admit.Config{Capacity: 64, NoTiming: true})
+		if p, err := g.TryAcquire(); err == nil { // raise the peak: the fast path is open
+			p.Done(admit.OutcomeOK)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		bad := make(chan string, 2)
+		for range 2 {
+			wg.Go(func() {
+				<-start
+				for {
+					p, err := g.TryAcquireFor(admit.Request{Weight: 2}) // the slow path
+					if err == nil {
+						p.Done(admit.OutcomeOK)
+						continue
+					}
+					if !errors.Is(err, admit.ErrClosed) {
+						continue
+					}
+					if p, err := g.TryAcquire(); err == nil { // the fast path, after the gate was seen closed
+						p.Done(admit.OutcomeOK)
+						bad <- fmt.Sprintf("round %d: admitted after a refusal as closed", round)
+					}
+					return
+				}
+			})
+		}
+		close(start)
+		g.Close()
+		wg.Wait()
+		close(bad)
+		for msg := range bad {
+			t.Fatal(msg)
+		}
+	}
+}
+
+// A full queue sheds a waiter of a class without a share for a newcomer
+// of a higher class, even while a permit of another class is released:
+// the per-class usage that shedding (and the share order) reads used to
+// be read apart from the slots in use, so a release in between made the
+// default class look below a share it does not have, and the newcomer
+// was refused queue_full. TestLinearizableQueues found it.
+func TestSheddingDuringAReleaseOfAnotherClass(t *testing.T) {
+	rounds := 3000
+	if testing.Short() {
+		rounds /= 4
+	}
+	for round := range rounds {
+		g := mustGate(t, admit.Config{Capacity: 2, MaxWaiters: 1, MaxWait: -1, ClassAging: -1,
+			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.5}})
+		held, err := g.TryAcquireFor(admit.Request{Weight: 2, Class: admit.ClassSheddable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		waiter := make(chan error, 1)
+		go func() {
+			p, err := g.AcquireFor(ctx, admit.Request{}) // critical, no share
+			if err == nil {
+				p.Done(admit.OutcomeOK)
+			}
+			waiter <- err
+		}()
+		for g.Stats().Waiting == 0 {
+			runtime.Gosched()
+		}
+		newcomer := make(chan error, 1)
+		go func() {
+			p, err := g.AcquireFor(ctx, admit.Request{Class: admit.ClassCriticalPlus})
+			if err == nil {
+				p.Done(admit.OutcomeOK)
+			}
+			newcomer <- err
+		}()
+		held.Done(admit.OutcomeOK)
+		cancel()
+		err = <-newcomer
+		<-waiter
+		var rej *admit.RejectedError
+		if errors.As(err, &rej) && rej.Reason() == admit.ReasonQueueFull {
+			t.Fatalf("round %d: a critical_plus newcomer was refused queue_full while the queue held only a critical waiter", round)
+		}
+	}
 }

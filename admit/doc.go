@@ -154,10 +154,11 @@
 // ErrOverRelease instead of corrupting the count; and once all work has
 // ended inflight = 0 and waiting = 0.
 //
-// How that is checked: a linearizability check (porcupine) runs gates from
-// several goroutines at once and verifies that every history, Stats
-// snapshots included, is explained by a sequential model (FIFO gates with
-// one class: the model does not cover the other disciplines); a stress
+// How that is checked: two linearizability checks (porcupine) run gates
+// from several goroutines at once and verify that every history, Stats
+// snapshots included, is explained by a sequential model (one without a
+// queue; one with FIFO, LIFO and CoDel queues, classes, shares and
+// weights, which leaves out queued age and the overtaking bound); a stress
 // test samples Stats while the gate is hammered, classes and every
 // discipline included, and fails on any counter that goes backwards; two
 // property tests predict, step by step, which waiters are granted or

@@ -124,12 +124,19 @@ func (g *Gate) countClassRejected(cl Class, r Reason) {
 }
 
 // classUsed returns the slots held per class (granted waiters included).
+// It reads them under acct, exclusively: a class other than the default
+// changes its count together with the state word under acct, so the two
+// are never read apart (a release in between made the default class look
+// below a share it does not have). Called with mu held, only when the
+// gate has shares.
 func (g *Gate) classUsed() (u [numClasses]int64) {
+	g.acct.Lock()
 	u[0] = int64(g.state.Load() & usedMask)
 	for c := Class(1); c < numClasses; c++ {
 		u[c] = g.perClass[c].used.Load()
 		u[0] -= u[c]
 	}
+	g.acct.Unlock()
 	return u
 }
 
