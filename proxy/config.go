@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -96,6 +97,10 @@ type Config struct {
 	// request critical.
 	Queueing Queueing
 
+	// TrustedProxies are the addresses of proxies in front of this one
+	// whose X-Forwarded-For is believed when a route quota is keyed on
+	// "ip" (see httpgate.KeyClientIP); nil keys on the peer's address.
+	TrustedProxies []netip.Prefix
 	// FleetQuotas, when set, is the template of the routes' fleet
 	// quotas: a route quota whose Scope is "fleet", or empty, is a
 	// redisquota.Quota built from it, with the route's Name, Rate, Burst
@@ -248,7 +253,9 @@ type RouteQuota struct {
 	Rate float64 `json:"rate"`
 	// Burst is the bucket size; 0 means max(1, ceil(Rate)).
 	Burst int `json:"burst,omitempty"`
-	// Key is "ip" (the peer's address; the default) or "header:<Name>".
+	// Key is "ip" (the client's address: the peer's, or the one a
+	// Config.TrustedProxies peer names in X-Forwarded-For; the default)
+	// or "header:<Name>".
 	Key string `json:"key,omitempty"`
 	// MaxKeys bounds the key table; 0 means quota's default.
 	MaxKeys int `json:"max_keys,omitempty"`

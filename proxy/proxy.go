@@ -156,7 +156,7 @@ func New(cfg Config) (*Proxy, error) {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 			}
 			name, _ := keyHeader(q.Key)
-			key := httpgate.KeyClientIP(nil)
+			key := httpgate.KeyClientIP(cfg.TrustedProxies)
 			if name != "" {
 				key = httpgate.KeyHeader(name)
 			}

@@ -218,8 +218,12 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		return fail(exitUsage, err)
 	}
 	defer quotas.close()
-	// Route quotas share --quota-redis and its companions with --quota.
+	// Route quotas share --quota-redis, --quota-trusted-proxies and the
+	// other companions with --quota.
 	if hasRouteQuota(cfg.Routes) {
+		if cfg.TrustedProxies, err = parsePrefixes(quotas.trusted); err != nil {
+			return fail(exitUsage, err)
+		}
 		if cfg.FleetQuotas, err = quotas.fleet(logger); err != nil {
 			return fail(exitUsage, err)
 		}
