@@ -21,11 +21,7 @@ import (
 // header, serves LIFO and keeps a share for sheddable work. It reports the
 // median over blocks of classes-time / plain-time.
 func BenchmarkProxyClassesPaired(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := trivialUpstream(b)
 	newProxy := func(q proxy.Queueing) *httptest.Server {
 		p, err := proxy.New(proxy.Config{Upstreams: []*url.URL{u}, MaxInflight: 1024, Queue: 64, Queueing: q})
 		if err != nil {

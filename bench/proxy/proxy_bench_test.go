@@ -21,11 +21,7 @@ import (
 // the same run. Compare the two with benchstat; the difference is what
 // sluice's gates and accounting cost per request.
 func BenchmarkProxy(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := trivialUpstream(b)
 	upT := http.DefaultTransport.(*http.Transport).Clone()
 	upT.MaxIdleConnsPerHost = 64
 	bare := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() }, Transport: upT}
@@ -66,11 +62,7 @@ func BenchmarkProxy(b *testing.B) {
 // sluice-time / bare-time: load that comes and goes on a shared machine
 // hits both halves of a pair.
 func BenchmarkProxyPaired(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := trivialUpstream(b)
 	upT := http.DefaultTransport.(*http.Transport).Clone()
 	upT.MaxIdleConnsPerHost = 64
 	bare := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() }, Transport: upT})
@@ -116,4 +108,16 @@ func BenchmarkProxyPaired(b *testing.B) {
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "sluice/bare")
 	b.ReportMetric(0, "ns/op")
+}
+
+// trivialUpstream starts a loopback server that answers "ok" at once,
+// closed when the benchmark ends, and returns its URL.
+func trivialUpstream(b *testing.B) *url.URL {
+	b.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	}))
+	b.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	return u
 }
