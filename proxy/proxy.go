@@ -32,7 +32,6 @@ type Proxy struct {
 	cfg      Config
 	logger   *slog.Logger
 	now      func() time.Time
-	handler  http.Handler
 	unrouted http.Handler // requests no route takes: classified, then admitted
 	upstream *gateSet
 	routes   []*route
@@ -72,7 +71,7 @@ type gateSet struct {
 
 // classified is h behind classify, the middleware that puts the class
 // from a priority header in the request's context (none: h alone).
-func classified(classify func(http.Handler) http.Handler, h http.HandlerFunc) http.Handler {
+func classified(classify func(http.Handler) http.Handler, h http.Handler) http.Handler {
 	if classify == nil {
 		return h
 	}
@@ -135,7 +134,14 @@ func New(cfg Config) (*Proxy, error) {
 	if p.upstream, err = newGateSet(GateUpstream, cfg.MaxInflight, cfg.Queue, cfg.MaxWait, cfg.Limit, cfg.Queueing, cfg.Observer, cfg.Logger); err != nil {
 		return nil, err
 	}
-	p.unrouted = classified(p.upstream.classify, func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, nil) })
+	// HeaderDeadline: the client's Request-Timeout becomes the request's
+	// deadline, so time queued here counts against it and the upstream
+	// is sent what is left.
+	mw, err := httpgate.New(httpgate.Config{HeaderDeadline: true, Refusal: p.refuseOrStale, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	p.unrouted = classified(p.upstream.classify, p.admission(mw, nil))
 	for _, rc := range cfg.Routes {
 		rt := &route{Route: rc, host: strings.ToLower(rc.Host)}
 		rt.Cost = max(rt.Cost, 1)
@@ -150,7 +156,7 @@ func New(cfg Config) (*Proxy, error) {
 				classify = rt.gates.classify
 			}
 		}
-		rt.handler = classified(classify, func(w http.ResponseWriter, r *http.Request) { p.admitted(w, r, rt) })
+		rt.handler = classified(classify, p.admission(mw, rt))
 		if q := rc.Quota; q != nil {
 			if err := p.newRouteQuota(rt); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
@@ -222,14 +228,6 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger != nil {
 		p.rp.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)
 	}
-	// HeaderDeadline: the client's Request-Timeout becomes the request's
-	// deadline, so time queued here counts against it and the upstream
-	// is sent what is left.
-	mw, err := httpgate.New(httpgate.Config{HeaderDeadline: true, Refusal: p.refuse, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
-	}
-	p.handler = mw.Lazy(http.HandlerFunc(p.serve))
 	return p, nil
 }
 
@@ -316,7 +314,14 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 }
 
 // ServeHTTP proxies r to the upstream through the route's quota and gates.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := p.match(r)
+	if rt == nil {
+		p.unrouted.ServeHTTP(w, r)
+		return
+	}
+	rt.handler.ServeHTTP(w, r) // the route's quota, class, then admission
+}
 
 // match returns the first route that takes r, or nil.
 func (p *Proxy) match(r *http.Request) *route {
@@ -353,34 +358,36 @@ func (rt *route) matches(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, rt.PathPrefix)
 }
 
-// serve runs inside httpgate's Lazy holder: every slot taken through
-// httpgate.AcquireFor is released, once, when it returns, whatever happened.
-func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	rt := p.match(r)
-	if rt == nil {
-		p.unrouted.ServeHTTP(w, r)
-		return
-	}
-	rt.handler.ServeHTTP(w, r) // the route's quota, class, then admitted
-}
-
-// admitted takes the route's gate and the upstream gate, then proxies.
-func (p *Proxy) admitted(w http.ResponseWriter, r *http.Request, rt *route) {
-	ctx := r.Context()
+// admission returns the handler that admits a request for rt (nil: a
+// request no route takes) and proxies it. httpgate's Guard takes the first
+// gate and decides before it builds the request's context, so a refusal,
+// most of what a proxy answers under overload, costs little more than the
+// answer itself. The upstream gate behind a route's own gate is taken
+// inside, from the holder Guard installed; every slot is released, once,
+// when the handler returns, whatever happened.
+func (p *Proxy) admission(mw *httpgate.Middleware, rt *route) http.Handler {
 	cost := int64(1)
 	if rt != nil {
 		cost = int64(rt.Cost)
-		if rt.gates != nil {
-			if _, err := httpgate.Acquire(ctx, rt.gates.gate); err != nil {
-				p.refuseOrStale(w, r, err)
-				return
-			}
+	}
+	upstream := admit.Request{Weight: cost}
+	if rt == nil || rt.gates == nil {
+		return mw.GuardFor(p.upstream.gate, upstream, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.forward(w, r, rt)
+		}))
+	}
+	return mw.Guard(rt.gates.gate, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := httpgate.AcquireFor(r.Context(), p.upstream.gate, upstream); err != nil {
+			p.refuseOrStale(w, r, err)
+			return
 		}
-	}
-	if _, err := httpgate.AcquireFor(ctx, p.upstream.gate, admit.Request{Weight: cost}); err != nil {
-		p.refuseOrStale(w, r, err)
-		return
-	}
+		p.forward(w, r, rt)
+	}))
+}
+
+// forward proxies an admitted request to the upstream.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) {
+	ctx := r.Context()
 	if rt != nil {
 		ctx = context.WithValue(ctx, ctxKey{}, rt)
 	}
