@@ -5,9 +5,11 @@
 # 10x that capacity; then a no-overload throughput round (wrk -c32,
 # interleaved rounds) against a trivial backend.
 #
-#   bench/proxy/run.sh            # everything (about 9 minutes)
+#   bench/proxy/run.sh            # everything (about 13 minutes)
 #   PROXIES="sluice bare" MULTS="1 5" DURATION=3s bench/proxy/run.sh
 #   PART=tput ROUNDS=7 bench/proxy/run.sh   # only the throughput rounds
+#   PART=tail PROXIES="sluice-noqueue nginx haproxy" MULTS="5 10" DURATION=8s bench/proxy/run.sh
+#                                            # interleaved overload rounds, medians and ratios
 #
 # Needs go, python3, taskset; haproxy, nginx and wrk (Debian: haproxy,
 # nginx-light, wrk) are skipped when missing. Caddy is built on demand from
@@ -15,7 +17,9 @@
 # ignored by git); it needs the Go module proxy the first time. Each proxy
 # runs pinned to PROXY_CPU (one core, one thread/worker/GOMAXPROCS=1), the
 # backend and the driver to DRIVER_CPU. ADAPTIVE overrides the adaptive
-# variant's limit flags. PART selects "overload", "tput" or "all". Prints
+# variant's limit flags. PART selects "overload", "tput", "tail" or "all"
+# (tail is not in all). WARMUP=0 judges each cell on its only window,
+# start included (default 1: a warm-up window first). Prints
 # one line per (proxy, load) and writes the reports to $OUT (default: a
 # temporary folder, printed).
 set -euo pipefail
@@ -25,6 +29,7 @@ PART=${PART:-all}
 MULTS=${MULTS:-"1 2 5 10"}
 DURATION=${DURATION:-5s}
 ROUNDS=${ROUNDS:-5}
+WARMUP=${WARMUP:-1}
 TPUT_DURATION=${TPUT_DURATION:-5s}
 # LIMIT is every proxy's concurrency limit toward the backend (its 16
 # slots); the throughput rounds raise it to TPUT_LIMIT so that no gate
@@ -218,48 +223,116 @@ stop_all() { cleanup; sleep 0.3; }
 
 if [ -n "${ONLY_FUNCS:-}" ]; then return 0; fi # sourced by recovery.sh
 echo "reports in $OUT"
-if [ "$PART" != tput ]; then
-echo "== overload: backend 16 slots x 20 ms (capacity $CAPACITY/s), open loop, $DURATION per load"
-printf '%-16s %5s %8s %9s %9s %10s %12s %8s\n' proxy load offered goodput refused p99_ok_ms cpu_us/resp dropped
-for px in $PROXIES; do
-	if peer "$px" && ! have "$px"; then echo "skip $px (not installed)"; continue; fi
-	for m in $MULTS; do
-		# A cell whose driver fell behind its schedule on the shared core
-		# (not because every worker waits on a stuck proxy: dropped = 0)
-		# is run once more; if it is still behind, it is marked.
-		for try in 1 2; do
-			start_backend 20ms
-			start_proxy "$px"
-			rate=$((CAPACITY * m))
-			metrics=()
-			case $px in sluice*) metrics=(--metrics "http://127.0.0.1:$APORT/metrics") ;; esac
-			t0=$(cpu_ticks "$PROXY_PID")
-			taskset -c "$DRIVER_CPU" "$OUT/sluice" load --url "http://127.0.0.1:$PPORT/" --rate "$rate" --duration "$DURATION" \
-				--timeout 2s --workers 1024 --p99-budget 2s --live off "${metrics[@]}" --out "$OUT/$px-$m.json" >"$OUT/$px-$m.txt" 2>&1 || true
-			t1=$(cpu_ticks "$PROXY_PID")
-			stop_all
-			rc=0
-			python3 - "$OUT/$px-$m.json" "$px" "$m" "$((t1 - t0))" "$(getconf CLK_TCK)" "$try" <<'PY' || rc=$?
+# overload_cell PROXY MULT: one open-loop cell; prints its line and
+# appends "proxy mult goodput p99" to $OUT/cells.tsv. With WARMUP=1 the
+# driver runs two windows of DURATION on the same connections and the cell
+# is judged on the second: the first holds the start (1,024 connections
+# opened at once), which is not what a proxy under overload spends its
+# time doing and whose cost moves the p99 of a 5 s window by 5-10 ms.
+overload_cell() {
+	local px=$1 m=$2 try rc rate t0 t1 windows=1
+	[ "$WARMUP" = 1 ] && windows=2
+	# A cell whose driver fell behind its schedule on the shared core
+	# (not because every worker waits on a stuck proxy: dropped = 0)
+	# is run once more; if it is still behind, it is marked.
+	for try in 1 2; do
+		start_backend 20ms
+		start_proxy "$px"
+		rate=$((CAPACITY * m))
+		metrics=()
+		case $px in sluice*) metrics=(--metrics "http://127.0.0.1:$APORT/metrics") ;; esac
+		t0=$(cpu_ticks "$PROXY_PID")
+		taskset -c "$DRIVER_CPU" "$OUT/sluice" load --url "http://127.0.0.1:$PPORT/" --rate "$rate" --duration "$DURATION" \
+			--windows "$windows" --timeout 2s --workers 1024 --p99-budget 2s --live off "${metrics[@]}" \
+			--out "$OUT/$px-$m.json" >"$OUT/$px-$m.txt" 2>&1 || true
+		t1=$(cpu_ticks "$PROXY_PID")
+		stop_all
+		rc=0
+		python3 - "$OUT/$px-$m.json" "$px" "$m" "$((t1 - t0))" "$(getconf CLK_TCK)" "$try" "$OUT/cells.tsv" <<'PY' || rc=$?
 import json, sys
-path, px, m, ticks, hz, last = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "2"
-w = json.load(open(path))["steps"][0]["windows"][0]
+path, px, m, ticks, hz, last, cells = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "2", sys.argv[7]
+ws = json.load(open(path))["steps"][0]["windows"]
+w = ws[-1] # the judged window (after the warm-up one, if any)
 c, el = w["counts"], w["elapsed_s"]
 behind = w["driver"]["limited"] and c["dropped"] == 0
 if behind and not last:
     sys.exit(3)
-answered = c["ok"] + c["refused"] + c["http_error"]
+# the proxy's CPU covers every window
+answered = sum(x["counts"]["ok"] + x["counts"]["refused"] + x["counts"]["http_error"] for x in ws)
 p99 = w["latency"]["ok_response_time"].get("p99_ms", 0)
 cpu_us = ticks / hz * 1e6 / max(answered, 1)
 print(f'{px:<16} {m+"x":>5} {c["sent"]/el:8.0f} {c["ok"]/el:9.0f} {c["refused"]/max(c["sent"],1):9.1%} {p99:10.1f} {cpu_us:12.0f} {c["dropped"]:8d}'
       + (f'  (timeouts/errors {c["transport_error"]+c["http_error"]})' if c["transport_error"]+c["http_error"] else '')
       + (f'  (driver behind schedule: lag p99 {w["driver"]["schedule_lag"]["p99_ms"]:.0f} ms)' if behind else ''))
+with open(cells, "a") as f:
+    f.write(f'{px}\t{m}\t{c["ok"]/el:.1f}\t{p99:.3f}\n')
 PY
-			[ "$rc" = 3 ] || break
-		done
+		[ "$rc" = 3 ] || break
+	done
+}
+
+header() {
+	printf '%-16s %5s %8s %9s %9s %10s %12s %8s\n' proxy load offered goodput refused p99_ok_ms cpu_us/resp dropped
+}
+
+if [ "$PART" = overload ] || [ "$PART" = all ]; then
+echo "== overload: backend 16 slots x 20 ms (capacity $CAPACITY/s), open loop, $DURATION per load$([ "$WARMUP" = 1 ] && echo " after a $DURATION warm-up")"
+header
+for px in $PROXIES; do
+	if peer "$px" && ! have "$px"; then echo "skip $px (not installed)"; continue; fi
+	for m in $MULTS; do overload_cell "$px" "$m"; done
+done
+fi # PART overload
+
+if [ "$PART" = tail ]; then
+# Interleaved rounds (the order rotates each round) of the proxies at each
+# load, then per proxy and load the medians, and per round the ratio of
+# each proxy's admitted p99 to the first proxy's.
+echo "== tail: $ROUNDS interleaved rounds, $DURATION per cell$([ "$WARMUP" = 1 ] && echo " after a $DURATION warm-up"), loads ${MULTS// /x }x"
+: >"$OUT/cells.tsv"
+TAIL=()
+for px in $PROXIES; do
+	if peer "$px" && ! have "$px"; then echo "skip $px (not installed)"; continue; fi
+	TAIL+=("$px")
+done
+header
+for r in $(seq "$ROUNDS"); do
+	n=${#TAIL[@]}
+	for i in $(seq 0 $((n - 1))); do
+		px=${TAIL[$(((i + r) % n))]}
+		for m in $MULTS; do overload_cell "$px" "$m"; done
 	done
 done
-
-fi # PART overload
+python3 - "$OUT/cells.tsv" "${TAIL[@]}" <<'PY'
+import statistics, sys
+from collections import defaultdict
+cells, pxs = sys.argv[1], sys.argv[2:]
+runs = defaultdict(list) # (proxy, mult) -> [(goodput, p99)] in round order
+for line in open(cells):
+    px, m, ok, p99 = line.split("\t")
+    runs[(px, m)].append((float(ok), float(p99)))
+mults = sorted({m for _, m in runs}, key=int)
+print(f"{'proxy':<16} {'load':>5} {'median goodput':>14} {'median p99_ok_ms':>16}  rounds (p99)")
+for px in pxs:
+    for m in mults:
+        v = runs[(px, m)]
+        if v:
+            print(f"{px:<16} {m+'x':>5} {statistics.median(x[0] for x in v):14.0f} {statistics.median(x[1] for x in v):16.1f}  "
+                  + " ".join(f"{x[1]:.1f}" for x in v))
+ref = pxs[0]
+print(f"per-round ratio to {ref} (median, rounds): goodput, p99")
+for px in pxs[1:]:
+    for m in mults:
+        pairs = list(zip(runs[(px, m)], runs[(ref, m)]))
+        if not pairs:
+            continue
+        g = [a[0] / b[0] for a, b in pairs]
+        q = [a[1] / b[1] for a, b in pairs]
+        print(f"{px:<16} {m+'x':>5} goodput {statistics.median(g):.3f} ({' '.join(f'{x:.3f}' for x in g)})"
+              f"  p99 {statistics.median(q):.2f} ({' '.join(f'{x:.2f}' for x in q)})")
+PY
+exit 0
+fi # PART tail
 
 [ "$PART" = overload ] && exit 0
 have wrk || { echo "skip the throughput rounds: wrk not installed"; exit 0; }
