@@ -24,7 +24,7 @@
 # temporary folder, printed).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PROXIES=${PROXIES:-"sluice sluice-noqueue sluice-codel sluice-adaptive bare haproxy nginx caddy caddy-maxreq"}
+PROXIES=${PROXIES:-"sluice sluice-noqueue sluice-codel sluice-adaptive bare bare-gate haproxy nginx caddy caddy-maxreq"}
 PART=${PART:-all}
 MULTS=${MULTS:-"1 2 5 10"}
 DURATION=${DURATION:-5s}
@@ -109,6 +109,11 @@ start_proxy() {
 		;;
 	bare)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/bare" -addr "127.0.0.1:$PPORT" -upstream "http://127.0.0.1:$BPORT" &
+		;;
+	bare-gate)
+		# the cheapest gate a Go proxy can have: a channel tried without
+		# waiting, a bare 503 (the floor of net/http under overload)
+		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/bare" -addr "127.0.0.1:$PPORT" -upstream "http://127.0.0.1:$BPORT" -limit "$LIMIT" &
 		;;
 	haproxy)
 		cat >"$OUT/haproxy.cfg" <<CFG
@@ -340,7 +345,7 @@ echo "== no overload: trivial backend, wrk -t1 -c32 for $TPUT_DURATION, $ROUNDS 
 LIMIT=$TPUT_LIMIT
 TPUT=()
 for px in $PROXIES; do
-	case $px in sluice-noqueue | sluice-codel | sluice-adaptive | caddy-maxreq) continue ;; esac # the same engine as sluice / caddy
+	case $px in sluice-noqueue | sluice-codel | sluice-adaptive | caddy-maxreq | bare-gate) continue ;; esac # the same engine as sluice / caddy / bare
 	if peer "$px" && ! have "$px"; then continue; fi
 	TPUT+=("$px")
 done
