@@ -1,5 +1,5 @@
 // Package redistest runs a real redis-server on a free loopback port for
-// tests, and can kill, restart and slow it to inject faults.
+// tests, and can kill, restart, pause and slow it to inject faults.
 //
 // Usage:
 //
@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -147,6 +148,23 @@ func (s *Server) Restart() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.t.Fatalf("redistest: restart: %v", err)
+}
+
+// Pause stops the server with SIGSTOP: connections stay open and
+// commands hang unanswered, as with a server stuck in a long command or
+// a host that froze. Resume continues it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
 }
 
 // Stop kills the server if it runs. It is idempotent.
