@@ -20,11 +20,21 @@
 //     connlimit.Listener, so connections beyond MaxConns get a canned 503
 //     and are closed rather than left in the backlog. The http.Server gets
 //     its ReadHeaderTimeout and IdleTimeout from Config.Conn.
+//     Config.Main serves it with another server instead (a *grpc.Server,
+//     for sluice ratelimit), stopped with GracefulStop on shutdown.
 //   - Admin listener: Config.AdminAddr (127.0.0.1:9090 by default), a
 //     different socket with its own small http.Server and no gate, so its
 //     answers do not depend on the main listener's load:
+//   - GET /livez: 200 {"status":"ok"} while the process serves, draining
+//     included: a Kubernetes liveness probe must not restart a pod that
+//     is finishing its work.
+//   - GET /readyz: 200, or 503 {"status":"draining"} once shutdown has
+//     begun (so endpoints drop the pod before its listener closes), or
+//     503 {"status":"not_ready","reason":...} while Config.Ready returns
+//     an error.
 //   - GET /healthz: 200 {"status":"ok"}, or 503 {"status":"draining"}
-//     once shutdown has begun, so a balancer stops sending work.
+//     once shutdown has begun, so a balancer stops sending work (kept for
+//     the probes written before /livez and /readyz).
 //   - GET /metrics: Prometheus text from a registry holding the process
 //     and Go runtime collectors (process_cpu_seconds_total and friends),
 //     the gates (promsluice.GateMetrics) and the listener

@@ -76,6 +76,18 @@ type Config struct {
 	// Handler serves the main listener. Nil means http.NotFoundHandler.
 	Handler http.Handler
 
+	// Main, if not nil, serves the main listener instead of an
+	// http.Server: a *grpc.Server, say. Handler, the TLS files, H2C and
+	// MaxConcurrentStreams are then ignored, and connlimit bounds only
+	// the connection count. On shutdown, after the drain delay, Main's
+	// GracefulStop is called, and Stop if ShutdownTimeout passes first.
+	Main MainServer
+
+	// Ready, if not nil, is asked by /readyz on every probe: an error
+	// makes it answer 503 with the error's text (a configuration that is
+	// not loaded, say). Nil means ready unless draining.
+	Ready func() error
+
 	// Gates are the handler's gates, reported by /state and /metrics and
 	// closed on shutdown.
 	Gates []*admit.Gate
@@ -147,6 +159,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// MainServer is a server of the main listener other than net/http's:
+// *grpc.Server implements it. Serve must return once GracefulStop or Stop
+// has been called; GracefulStop waits for calls in progress, Stop cuts
+// them.
+type MainServer interface {
+	Serve(net.Listener) error
+	GracefulStop()
+	Stop()
+}
+
 // A Server is a main listener and an admin listener, bound by Listen and
 // served by Serve.
 type Server struct {
@@ -154,7 +176,9 @@ type Server struct {
 	serveOn  net.Listener // main, or a TLS listener over it
 	tls, h2c bool
 	admin    net.Listener // nil with NoAdmin
-	mainSrv  *http.Server
+	mainSrv  *http.Server // nil with Config.Main
+	custom   MainServer
+	ready    func() error
 	adminSrv *http.Server
 	registry *prometheus.Registry
 	gates    []*admit.Gate
@@ -226,6 +250,9 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, fmt.Errorf("%w: TLS needs both a certificate file and a key file", ErrInvalidConfig)
 	}
+	if cfg.Main != nil && cfg.TLSCertFile != "" {
+		return nil, fmt.Errorf("%w: TLS files are for the http.Server; a Main server brings its own credentials", ErrInvalidConfig)
+	}
 	if cfg.MaxConcurrentStreams < 0 {
 		return nil, fmt.Errorf("%w: MaxConcurrentStreams %d is negative", ErrInvalidConfig, cfg.MaxConcurrentStreams)
 	}
@@ -254,6 +281,8 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 
 	s = &Server{
 		main:    main,
+		custom:  cfg.Main,
+		ready:   cfg.Ready,
 		gates:   cfg.Gates,
 		limits:  cfg.Limits,
 		extras:  cfg.StateExtras,
@@ -263,22 +292,25 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		logger:  cfg.Logger,
 		abort:   make(chan struct{}),
 	}
-	handler := cfg.Handler
-	if handler == nil {
-		handler = http.NotFoundHandler()
-	}
-	s.mainSrv = &http.Server{Handler: handler, ErrorLog: slogErrorLog(cfg.Logger)}
-	main.ConfigureServer(s.mainSrv)
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(certs != nil)
-	protocols.SetUnencryptedHTTP2(cfg.H2C)
-	s.mainSrv.Protocols = protocols
-	s.mainSrv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
-	s.serveOn, s.tls, s.h2c = main, certs != nil, cfg.H2C
-	if certs != nil {
-		s.mainSrv.TLSConfig = certs.tlsConfig(true)
-		s.serveOn = tls.NewListener(main, s.mainSrv.TLSConfig)
+	s.serveOn = main
+	if cfg.Main == nil {
+		handler := cfg.Handler
+		if handler == nil {
+			handler = http.NotFoundHandler()
+		}
+		s.mainSrv = &http.Server{Handler: handler, ErrorLog: slogErrorLog(cfg.Logger)}
+		main.ConfigureServer(s.mainSrv)
+		protocols := new(http.Protocols)
+		protocols.SetHTTP1(true)
+		protocols.SetHTTP2(certs != nil)
+		protocols.SetUnencryptedHTTP2(cfg.H2C)
+		s.mainSrv.Protocols = protocols
+		s.mainSrv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
+		s.tls, s.h2c = certs != nil, cfg.H2C
+		if certs != nil {
+			s.mainSrv.TLSConfig = certs.tlsConfig(true)
+			s.serveOn = tls.NewListener(main, s.mainSrv.TLSConfig)
+		}
 	}
 
 	s.registry = prometheus.NewRegistry()
@@ -353,7 +385,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("server: Serve called twice")
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- s.mainSrv.Serve(s.serveOn) }()
+	go func() {
+		if s.custom != nil {
+			errc <- s.custom.Serve(s.serveOn)
+			return
+		}
+		errc <- s.mainSrv.Serve(s.serveOn)
+	}()
 	running := 1
 	if s.adminSrv != nil {
 		running++
@@ -371,6 +409,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	case err := <-errc:
 		running--
+		if err == nil {
+			err = errors.New("main server stopped")
+		}
 		serveErr = fmt.Errorf("server: %w", err)
 		s.log(slog.LevelError, "listener failed; shutting down", slog.Any("err", err))
 	}
@@ -406,7 +447,9 @@ func (s *Server) shutdown() error {
 	if s.delay > 0 {
 		// Lame duck: /healthz says draining, the listener still accepts,
 		// responses ask clients to reconnect.
-		s.mainSrv.SetKeepAlivesEnabled(false)
+		if s.mainSrv != nil {
+			s.mainSrv.SetKeepAlivesEnabled(false)
+		}
 		t := time.NewTimer(s.delay)
 		select {
 		case <-t.C:
@@ -423,7 +466,7 @@ func (s *Server) shutdown() error {
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		done := make(chan error, 1)
-		go func() { done <- s.mainSrv.Shutdown(ctx) }()
+		go func() { done <- s.shutdownMain(ctx) }()
 		// Refuse queued work now rather than let it wait out the drain.
 		for _, g := range s.gates {
 			g.Close()
@@ -471,7 +514,7 @@ func (s *Server) cutShort() error {
 		busy = busy || st.Inflight > 0
 		args = append(args, slog.Group("gate_"+st.Gate, slog.Int64("inflight", st.Inflight), slog.Int64("waiting", st.Waiting)))
 	}
-	_ = s.mainSrv.Close()
+	s.closeMain()
 	if !busy {
 		return nil
 	}
@@ -481,6 +524,34 @@ func (s *Server) cutShort() error {
 	}
 	s.log(slog.LevelWarn, msg, args...)
 	return e
+}
+
+// shutdownMain stops the main server gracefully, or returns ctx's error
+// when ctx ends first.
+func (s *Server) shutdownMain(ctx context.Context) error {
+	if s.custom == nil {
+		return s.mainSrv.Shutdown(ctx)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.custom.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closeMain closes the main server's connections at once.
+func (s *Server) closeMain() {
+	if s.custom != nil {
+		s.custom.Stop()
+		return
+	}
+	_ = s.mainSrv.Close()
 }
 
 // Close closes both listeners of a Server that was never served. After
@@ -503,18 +574,43 @@ func (s *Server) log(level slog.Level, msg string, args ...any) {
 	}
 }
 
-// adminHandler serves /healthz, /metrics and /state.
+// adminHandler serves /livez, /readyz, /healthz, /metrics and /state.
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	probe := func(w http.ResponseWriter, code int, body string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body + "\n"))
+	}
+	// Liveness: the process serves its admin listener. Draining is not a
+	// reason to restart it.
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		probe(w, http.StatusOK, `{"status":"ok"}`)
+	})
+	// Readiness: send work here. False from the start of a drain, so
+	// endpoints drop the pod before its listener closes.
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"status":"draining"}` + "\n"))
+			probe(w, http.StatusServiceUnavailable, `{"status":"draining"}`)
 			return
 		}
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		if s.ready != nil {
+			if err := s.ready(); err != nil {
+				b, _ := json.Marshal(map[string]string{"status": "not_ready", "reason": err.Error()})
+				probe(w, http.StatusServiceUnavailable, string(b))
+				return
+			}
+		}
+		probe(w, http.StatusOK, `{"status":"ok"}`)
+	})
+	// The older combined probe, kept: ready or draining.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			probe(w, http.StatusServiceUnavailable, `{"status":"draining"}`)
+			return
+		}
+		probe(w, http.StatusOK, `{"status":"ok"}`)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
