@@ -105,14 +105,15 @@ func (s *Service) State() State {
 	return st
 }
 
-// Watch reloads the configuration from paths whenever one of them
-// changes (a write, a rename onto it, a Kubernetes ConfigMap's symlink
-// swap) or when reload receives a value (SIGHUP), until ctx ends. A file
+// Watch reloads the configuration from paths when reload receives a
+// value (SIGHUP) and, with files, whenever one of them changes (a write,
+// a rename onto it, a Kubernetes ConfigMap's symlink swap), until ctx
+// ends. A file
 // that does not load is refused: the table in use stays, the error is
 // logged and counted. Files whose contents did not change are not
 // reloaded. It returns when ctx ends, or an error if the files cannot be
 // watched at all.
-func (s *Service) Watch(ctx context.Context, paths []string, merge bool, reload <-chan struct{}) error {
+func (s *Service) Watch(ctx context.Context, paths []string, merge, files bool, reload <-chan struct{}) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -120,6 +121,9 @@ func (s *Service) Watch(ctx context.Context, paths []string, merge bool, reload 
 	defer w.Close()
 	dirs := map[string]bool{}
 	for _, p := range paths {
+		if !files {
+			break
+		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return err

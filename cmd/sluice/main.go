@@ -41,6 +41,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve static files with disk reads behind an admission gate", runServe},
 		{"proxy", "reverse proxy with gates, quotas, retry budget, breaker and stale-if-error", runProxy},
+		{"ratelimit", "Envoy's rate limit service (RLS v3) on sluice's quotas, local or shared through Redis", runRatelimit},
 		{"lab", "run the backpressure lab server (one business slot)", runLab},
 		{"load", "drive open- or closed-loop load at a target and write a report", runLoad},
 		{"sweep", "run a ladder of concurrencies or rates and print the cliff table", runSweep},
