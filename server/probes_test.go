@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/server"
@@ -55,11 +56,30 @@ func TestKubernetesProbes(t *testing.T) {
 	f.srv.Abort()
 }
 
+// slowDesc is a one-method gRPC service whose calls wait for release.
+func slowDesc(entered, release chan struct{}) *grpc.ServiceDesc {
+	return &grpc.ServiceDesc{
+		ServiceName: "test.Slow",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Wait", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(emptypb.Empty)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			entered <- struct{}{}
+			<-release
+			return new(emptypb.Empty), nil
+		}}},
+	}
+}
+
 // TestMainServerServesGRPC: a *grpc.Server on the main listener answers,
-// and shutdown stops it gracefully.
+// and shutdown lets a call in progress finish.
 func TestMainServerServesGRPC(t *testing.T) {
 	g := grpc.NewServer()
 	healthpb.RegisterHealthServer(g, health.NewServer())
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	g.RegisterService(slowDesc(entered, release), nil)
 	srv, err := server.Listen(context.Background(), server.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Main: g})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +96,18 @@ func TestMainServerServesGRPC(t *testing.T) {
 	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health over the main listener: %v %v", resp, err)
 	}
-	cancel()
+	inflight := make(chan error, 1)
+	go func() { inflight <- cc.Invoke(context.Background(), "/test.Slow/Wait", new(emptypb.Empty), new(emptypb.Empty)) }()
+	<-entered
+	cancel() // shutdown begins with a call in progress
+	eventually(t, "the drain to begin", srv.Draining)
+	// GracefulStop (or, mutated, Stop) follows the drain's start at once;
+	// give it a moment to act on the call before the call ends.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-inflight; err != nil {
+		t.Errorf("a call in progress when shutdown began failed: %v", err)
+	}
 	select {
 	case err := <-served:
 		if err != nil {
