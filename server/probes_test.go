@@ -97,7 +97,9 @@ func TestMainServerServesGRPC(t *testing.T) {
 		t.Fatalf("health over the main listener: %v %v", resp, err)
 	}
 	inflight := make(chan error, 1)
-	go func() { inflight <- cc.Invoke(context.Background(), "/test.Slow/Wait", new(emptypb.Empty), new(emptypb.Empty)) }()
+	go func() {
+		inflight <- cc.Invoke(context.Background(), "/test.Slow/Wait", new(emptypb.Empty), new(emptypb.Empty))
+	}()
 	<-entered
 	cancel() // shutdown begins with a call in progress
 	eventually(t, "the drain to begin", srv.Draining)
