@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +18,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -252,5 +256,92 @@ func TestRatelimitOnRedis(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// startRedisProcess runs redis-server with args on a free port until the
+// test ends, and returns its address. It needs the binary redistest
+// needs (and skips or fails the same way without it).
+func startRedisProcess(t *testing.T, args ...string) string {
+	t.Helper()
+	redistest.Start(t) // the skip-or-fail check for a missing redis-server
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("redis-server", append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	testutil.Eventually(t, "redis-server "+strings.Join(args, " ")+" to answer", func() bool {
+		return c.Ping(context.Background()).Err() == nil
+	})
+	return addr
+}
+
+// TestRatelimitOnRedisClusterAndSentinel: the counters work on a Redis
+// Cluster (one node holding every slot) and through Sentinel, reached
+// from the command line's addresses.
+func TestRatelimitOnRedisClusterAndSentinel(t *testing.T) {
+	// A fixed-window rule and a GCRA rule: both scripts must run on a
+	// cluster.
+	path := writeRLSConfig(t, t.TempDir(), strings.Replace(rlsConfig, "unit: minute", "unit: hour", 1)+
+		"  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: gcra}\n")
+	ctx := context.Background()
+
+	dir := t.TempDir()
+	node := startRedisProcess(t, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	nc := redis.NewClient(&redis.Options{Addr: node})
+	defer nc.Close()
+	if err := nc.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the cluster to be ok", func() bool {
+		info, err := nc.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+	master := redistest.Start(t)
+	sconf := filepath.Join(t.TempDir(), "sentinel.conf")
+	mport := strings.TrimPrefix(master.Addr(), "127.0.0.1:")
+	if err := os.WriteFile(sconf, []byte("sentinel monitor mymaster 127.0.0.1 "+mport+" 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sentinel := startRedisProcess(t, sconf, "--sentinel")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"cluster", []string{"--redis", node, "--redis-cluster"}},
+		{"sentinel", []string{"--redis", sentinel, "--redis-master", "mymaster"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRLS(t, append([]string{"--config", path, "--redis-timeout", "1s"}, tc.args...)...)
+			defer r.stop(t)
+			for _, key := range []string{"remote_address", "api_key"} {
+				var got []string
+				for range 3 {
+					resp := r.decide(t, "edge", key, tc.name)
+					got = append(got, fmt.Sprintf("%v:%d", resp.OverallCode, resp.Statuses[0].LimitRemaining))
+				}
+				if strings.Join(got, " ") != "OK:1 OK:0 OVER_LIMIT:0" {
+					t.Errorf("%s: decisions %v", key, got)
+				}
+			}
+			_, metrics := adminGet(t, "http://"+r.admin+"/metrics")
+			if !strings.Contains(metrics, `sluice_ratelimit_mode{mode="fleet"} 1`) {
+				t.Errorf("not in fleet mode:\n%s", metrics)
+			}
+		})
 	}
 }
