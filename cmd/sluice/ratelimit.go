@@ -66,10 +66,16 @@ type ratelimitOptions struct {
 }
 
 func (o *ratelimitOptions) register(fs *flag.FlagSet) {
-	o.serve.register(fs)
-	fs.Lookup("addr").DefValue = defaultRatelimitAddr
-	o.serve.addr = defaultRatelimitAddr
-	fs.Lookup("addr").Usage = "gRPC listener `host:port` for envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1"
+	// The frame's flags that mean something for a gRPC listener; the
+	// HTTP ones (TLS, h2c, header and body timeouts) are not offered.
+	s := &o.serve
+	fs.StringVar(&s.addr, "addr", defaultRatelimitAddr, "gRPC listener `host:port` for envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
+	fs.StringVar(&s.adminAddr, "admin-addr", server.DefaultAdminAddr, "admin listener `host:port` for /livez, /readyz, /healthz, /metrics and /state; keep it private")
+	fs.IntVar(&s.maxConns, "max-conns", 0, "most open connections on the gRPC listener (0: the file-descriptor limit minus a reserve)")
+	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, wait this long for calls in progress (0: do not wait); a second signal stops at once")
+	fs.DurationVar(&s.drainDelay, "drain-delay", defaultDrainDelay, "on SIGINT/SIGTERM, answer /readyz and grpc.health.v1 with not serving this long before the listener closes")
+	s.log.register(fs)
+	fs.BoolVar(&s.pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the admin listener (loopback only)")
 	fs.Var(&o.configs, "config", "rate limit configuration `PATH`: a YAML file in the reference server's format, or a directory of them;\nrepeatable. Reloaded on SIGHUP and when a file changes; a file that does not load is refused and the old configuration kept")
 	fs.BoolVar(&o.merge, "merge-domains", false, "combine files that configure the same domain (default: refuse them)")
 	fs.BoolVar(&o.noWatch, "no-watch", false, "reload only on SIGHUP, not when a file changes")
@@ -80,13 +86,29 @@ func (o *ratelimitOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to the addresses of --redis (a rediss:// URL implies it)")
 	fs.StringVar(&o.prefix, "redis-prefix", ratelimit.DefaultPrefix, "prefix of every Redis key")
 	fs.IntVar(&o.instances, "instances", 1, "instances sharing the counters; while Redis is down each admits limit/instances (fail open)")
-	fs.StringVar(&o.fail, "fail", "open", "default policy while Redis is slow or down: open (this instance's share) or closed (OVER_LIMIT);\na rule's `fail:` key overrides it")
+	fs.StringVar(&o.fail, "fail", "open", "default policy while Redis is slow or down: open (this instance's share) or closed (OVER_LIMIT);\na rule's fail key overrides it")
 	fs.StringVar(&o.mode, "mode", "exact", "how gcra rules spend the shared bucket: exact (one Redis round trip per decision) or lease (small batches)")
-	fs.StringVar(&o.algorithm, "algorithm", "gcra", "default algorithm: gcra (no window-edge double burst) or fixed_window (the reference server's counts);\na rule's `algorithm:` key overrides it")
+	fs.StringVar(&o.algorithm, "algorithm", "gcra", "default algorithm: gcra (no window-edge double burst) or fixed_window (the reference server's counts);\na rule's algorithm key overrides it")
 	fs.DurationVar(&o.timeout, "redis-timeout", ratelimit.DefaultTimeout, "longest wait for Redis before the fail policy decides")
 	fs.IntVar(&o.maxKeys, "max-keys", ratelimit.DefaultMaxKeys, "bound of each rule's key table in this process")
 	fs.BoolVar(&o.shadow, "shadow", false, "answer OK to everything while still counting (metrics show what would have been refused)")
 	fs.BoolVar(&o.noHeaders, "no-headers", false, "do not ask Envoy to add RateLimit-Policy, RateLimit and Retry-After to responses")
+}
+
+// validateFrame checks the listener flags ratelimit offers.
+func (o *ratelimitOptions) validateFrame() error {
+	s := &o.serve
+	if err := errors.Join(checkAddr("addr", s.addr), checkAddr("admin-addr", s.adminAddr)); err != nil {
+		return err
+	}
+	if s.addr == s.adminAddr && !strings.HasSuffix(s.addr, ":0") {
+		return fmt.Errorf("--addr and --admin-addr are both %q; the admin listener needs its own port", s.addr)
+	}
+	if s.maxConns < 0 || s.maxConns > maxMaxConns {
+		return fmt.Errorf("--max-conns %d: want 0 (derived from the file-descriptor limit) to %d", s.maxConns, maxMaxConns)
+	}
+	return errors.Join(checkDuration("shutdown-timeout", s.shutdownTimeout, 0, maxShutdownTimeout),
+		checkDuration("drain-delay", s.drainDelay, 0, maxDrainDelay))
 }
 
 // redisOptions turns the Redis flags into go-redis options, or nil
@@ -194,11 +216,8 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 	if len(o.configs) == 0 {
 		return fail(exitUsage, errors.New("--config PATH is required: a YAML file or a directory of them"))
 	}
-	if err := o.serve.validate(); err != nil {
+	if err := o.validateFrame(); err != nil {
 		return fail(exitUsage, err)
-	}
-	if o.serve.tlsCert != "" || o.serve.h2c || o.serve.maxStreams != 0 {
-		return fail(exitUsage, errors.New("--tls-cert, --tls-key, --h2c and --max-concurrent-streams are for HTTP servers; the gRPC listener is clear text"))
 	}
 	logger, err := o.serve.log.logger(e.stderr)
 	if err != nil {
