@@ -442,14 +442,16 @@ func (s *Server) aborted() bool {
 }
 
 func (s *Server) shutdown() error {
+	if s.delay > 0 && s.mainSrv != nil {
+		// Before the probes say draining, so that a client that saw
+		// them and sends again is told to reconnect.
+		s.mainSrv.SetKeepAlivesEnabled(false)
+	}
 	s.draining.Store(true)
 	s.log(slog.LevelInfo, "shutting down", slog.Duration("drain_delay", s.delay), slog.Duration("timeout", s.timeout))
 	if s.delay > 0 {
 		// Lame duck: /healthz says draining, the listener still accepts,
 		// responses ask clients to reconnect.
-		if s.mainSrv != nil {
-			s.mainSrv.SetKeepAlivesEnabled(false)
-		}
 		t := time.NewTimer(s.delay)
 		select {
 		case <-t.C:
