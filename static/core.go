@@ -85,25 +85,35 @@ func plain(h HeaderSet) bool {
 	return true
 }
 
-// Decide is the engine-neutral core of the handler, shared by ServeHTTP
-// and by front ends other than net/http: for a GET or HEAD of path (the
-// URL path, percent-decoded) carrying no body, it looks the file up in
-// the cache and, for a plain request (no condition, no range) of a
-// small file that missed it, opens the file, takes a disk slot right
-// before the read and releases it right after. Everything else is
-// AnswerPass, for ServeHTTP.
-//
-// ctx is the request's context: a queued read waits in the gate under
-// it, so it must end when the client goes away. A front end that has no
-// such context passes nil; then a miss that could wait in the gate's
-// queue is AnswerPass. Decide does not keep method, path or hdr after it
+// A Request is what Decide needs to know about a request, whatever
+// front end parsed it. Decide does not keep its strings after it
 // returns, so they may point into a buffer the caller reuses.
-func (h *Handler) Decide(ctx context.Context, method, path string, hdr HeaderSet) Answer {
-	isHead := method == http.MethodHead
-	if !isHead && method != http.MethodGet || h.scope == ScopeRequest {
+type Request struct {
+	// Method is the request method ("GET").
+	Method string
+	// Path is the URL path, percent-decoded.
+	Path string
+	// Header tells which fields the request carries.
+	Header HeaderSet
+	// Context is the request's context: a queued read waits in the gate
+	// under it, so it must end when the client goes away. Nil means the
+	// front end has no such context; then a miss that could wait in the
+	// gate's queue is AnswerPass.
+	Context context.Context
+}
+
+// Decide is the engine-neutral core of the handler, shared by ServeHTTP
+// and by front ends other than net/http: for a GET or HEAD carrying no
+// body, it looks the file up in the cache and, for a plain request (no
+// condition, no range) of a small file that missed it, opens the file,
+// takes a disk slot right before the read and releases it right after.
+// Everything else is AnswerPass, for ServeHTTP.
+func (h *Handler) Decide(r Request) Answer {
+	isHead := r.Method == http.MethodHead
+	if !isHead && r.Method != http.MethodGet || h.scope == ScopeRequest {
 		return Answer{}
 	}
-	a, f := h.decide(ctx, isHead, path, hdr)
+	a, f := h.decide(r.Context, isHead, r.Path, r.Header)
 	if a.kind == AnswerPass && f.snap != nil {
 		f.snap.release()
 	}
