@@ -39,7 +39,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"serve", "serve static files with disk reads behind an admission gate", runServe},
+		{"serve", "serve static files with disk reads behind an admission gate", serveMain},
 		{"proxy", "reverse proxy with gates, quotas, retry budget, breaker and stale-if-error", runProxy},
 		{"lab", "run the backpressure lab server (one business slot)", runLab},
 		{"load", "drive open- or closed-loop load at a target and write a report", runLoad},

@@ -271,9 +271,9 @@ func usageFor(fs *flag.FlagSet, synopsis string) {
 	}
 }
 
-// runServe runs `sluice serve`: the static-file handler on the server
+// serveMain runs `sluice serve`: the static-file handler on the server
 // frame until SIGINT/SIGTERM, then a graceful shutdown.
-func runServe(ctx context.Context, e env, args []string) int {
+func serveMain(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	usageFor(fs, "usage: sluice serve [flags]\n\n"+

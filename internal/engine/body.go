@@ -276,6 +276,9 @@ func (c *conn) readBody(p []byte) (int, error) {
 
 // renewBodyDeadline puts the next read under BodyTimeout from now.
 func (c *conn) renewBodyDeadline() {
+	if c.handlerReadDL {
+		return
+	}
 	if t := c.s.cfg.BodyTimeout; t > 0 {
 		c.renewReadDeadline(t, dlBody)
 	} else if c.readKind != dlNone {

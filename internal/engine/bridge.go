@@ -54,10 +54,24 @@ func (c *conn) serveHandler(now time.Time, keep bool) bool {
 	if b == nil {
 		c.startBackgroundRead(cancel)
 	}
+	defer func() {
+		// Deadlines the handler set end with its request.
+		if c.handlerWriteDL {
+			c.handlerWriteDL, c.writeDL = false, time.Time{}
+			_ = c.rwc.SetWriteDeadline(time.Time{})
+		}
+		if c.handlerReadDL {
+			c.handlerReadDL = false
+			c.setReadDeadline(time.Time{}, dlNone)
+		}
+	}()
 	if !c.runHandler(w, req) {
 		return false
 	}
 	w.finish()
+	if c.handlerWriteDL {
+		c.flush() // the answer's tail under the handler's deadline
+	}
 	c.stopBackgroundRead()
 	return w.reusable() && !c.peerDone
 }
@@ -302,6 +316,24 @@ func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
 		return n, http.ErrContentLength
 	}
 	return n, err
+}
+
+// SetWriteDeadline sets the connection's write deadline for the rest of
+// this answer, in place of the send timeout's renewals (for
+// http.ResponseController). A zero t means none.
+func (w *respWriter) SetWriteDeadline(t time.Time) error {
+	w.c.handlerWriteDL = true
+	w.c.writeDL = t
+	return w.c.rwc.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the connection's read deadline for the rest of
+// this request's body, in place of the body timeout's renewals (for
+// http.ResponseController). A zero t means none.
+func (w *respWriter) SetReadDeadline(t time.Time) error {
+	w.c.handlerReadDL = true
+	w.c.readDL, w.c.readKind = t, dlNone
+	return w.c.rwc.SetReadDeadline(t)
 }
 
 // writerOnly hides ReadFrom from io.Copy.

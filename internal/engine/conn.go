@@ -38,7 +38,9 @@ type conn struct {
 	// Deadlines in force (zero: none), to skip renewals that would move
 	// a deadline by less than a hundredth of its timeout.
 	readDL, writeDL time.Time
-	readKind        int // what readDL is for: dlNone, dlIdle, dlHeader, dlBody
+	readKind        int  // what readDL is for: dlNone, dlIdle, dlHeader, dlBody
+	handlerWriteDL  bool // a handler set the write deadline: no renewals until its answer ends
+	handlerReadDL   bool // a handler set the read deadline: no body renewals until its request ends
 
 	werr     error // the first write error; the connection is done
 	peerDone bool  // the client closed its side (seen by the background read)
@@ -280,7 +282,7 @@ func (c *conn) renewReadDeadline(timeout time.Duration, kind int) {
 // deadline in force is already within a hundredth of it.
 func (c *conn) renewWriteDeadline() {
 	t := c.s.cfg.SendTimeout
-	if t <= 0 {
+	if t <= 0 || c.handlerWriteDL {
 		return
 	}
 	at := time.Now().Add(t)
@@ -362,8 +364,10 @@ func (c *conn) readFrom(src io.Reader) (int64, error) {
 		if n > 0 {
 			size = min(size, n)
 		}
-		c.writeDL = time.Time{} // a chunk may take long: always renew
-		c.renewWriteDeadline()
+		if !c.handlerWriteDL {
+			c.writeDL = time.Time{} // a chunk may take long: always renew
+			c.renewWriteDeadline()
+		}
 		m, err := rf.ReadFrom(&io.LimitedReader{R: inner, N: size})
 		total += m
 		if n > 0 {
