@@ -243,7 +243,7 @@ func (c *conn) readLine(limit int) ([]byte, error) {
 			return nil, errChunkTooLarge
 		}
 		c.renewBodyDeadline()
-		if err := c.fill(limit + 2); err != nil {
+		if err := c.fill(); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}

@@ -118,8 +118,8 @@ func (c *conn) newRequest() (*http.Request, error) {
 	hdr := make(http.Header, len(h.fields))
 	for _, f := range h.fields {
 		k := http.CanonicalHeaderKey(string(f.name))
-		if k == "Host" {
-			continue
+		if k == "Host" || k == "Transfer-Encoding" {
+			continue // net/http moves them to Host and TransferEncoding
 		}
 		hdr[k] = append(hdr[k], string(f.value))
 	}

@@ -210,26 +210,22 @@ func (c *conn) readHead() (int, error) {
 				c.setReadDeadline(time.Time{}, dlNone)
 			}
 		}
-		if err := c.fill(c.s.maxHeader); err != nil {
+		if err := c.fill(); err != nil {
 			return 0, err
 		}
 	}
 }
 
 // fill reads more bytes into buf, making room first: unread bytes move
-// to the front, and the buffer grows (up to limit, for a head) when
-// they fill it.
-func (c *conn) fill(limit int) error {
+// to the front, and the buffer doubles when they fill it. Callers bound
+// what they let it hold (a head, a chunk line).
+func (c *conn) fill() error {
 	if c.r > 0 && c.w == len(c.buf) {
 		c.w = copy(c.buf, c.buf[c.r:c.w])
 		c.r = 0
 	}
 	if c.w == len(c.buf) {
-		size := min(2*len(c.buf), limit+initialReadBuffer)
-		if size <= len(c.buf) {
-			return errHeadTooLarge
-		}
-		nb := make([]byte, size)
+		nb := make([]byte, 2*len(c.buf))
 		copy(nb, c.buf[:c.w])
 		c.buf = nb
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"net/url"
 	"strconv"
 
 	"golang.org/x/net/http/httpguts"
@@ -177,12 +178,49 @@ func parseRequestLine(line []byte, h *head) error {
 	default:
 		return errBadVersion
 	}
-	if len(target) == 1 && target[0] == '*' && string(method) != "OPTIONS" {
-		return errAsteriskNotOpts
+	if err := checkTarget(method, target); err != nil {
+		return err
 	}
 	h.method, h.target = method, target
 	return nil
 }
+
+// checkTarget accepts the four forms of RFC 9112 section 3.2, as net/http
+// reads them: origin-form ("/a?b", percent-escapes well formed),
+// asterisk-form for OPTIONS only, absolute-form ("http://host/a") and
+// authority-form for CONNECT ("host:443"), the last two as
+// url.ParseRequestURI parses them.
+func checkTarget(method, target []byte) error {
+	switch {
+	case target[0] == '/':
+		for i := 0; i < len(target); i++ {
+			if target[i] == '%' && (i+2 >= len(target) || !isHex(target[i+1]) || !isHex(target[i+2])) {
+				if q := bytes.IndexByte(target, '?'); q < 0 || i < q {
+					return errBadTarget // net/http refuses a bad escape in the path (the query is the handler's)
+				}
+			}
+		}
+		return nil
+	case len(target) == 1 && target[0] == '*':
+		if string(method) != "OPTIONS" {
+			return errAsteriskNotOpts
+		}
+		return nil
+	case string(method) == "CONNECT":
+		if _, err := url.ParseRequestURI("http://" + string(target)); err != nil {
+			return errBadTarget
+		}
+		return nil
+	case bytes.Contains(target, []byte("://")):
+		if _, err := url.ParseRequestURI(string(target)); err != nil {
+			return errBadTarget
+		}
+		return nil
+	}
+	return errBadTarget
+}
+
+func isHex(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
@@ -196,6 +234,9 @@ func parseField(line []byte, h *head) error {
 		return errObsFold
 	}
 	colon := bytes.IndexByte(line, ':')
+	if colon == 0 {
+		return errBadFieldName // an empty name
+	}
 	if colon < 0 {
 		if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
 			return errBareLF
