@@ -216,8 +216,7 @@ func (h *Handler) readPlain(ctx context.Context, p string, f found) (Answer, boo
 }
 
 func refusalStatus(err error) int {
-	var re *admit.RejectedError
-	if errors.As(err, &re) && re.Reason() == admit.ReasonRate {
+	if re, ok := err.(*admit.RejectedError); ok && re.Reason() == admit.ReasonRate {
 		return http.StatusTooManyRequests
 	}
 	return http.StatusServiceUnavailable

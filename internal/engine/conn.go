@@ -32,8 +32,10 @@ type conn struct {
 	r, w int
 	out  []byte // answers not yet written
 
-	h    head
-	reqs int // requests answered
+	h     head
+	reqs  int // requests answered
+	freq  Request
+	fresp Response
 
 	// Deadlines in force (zero: none), to skip renewals that would move
 	// a deadline by less than a hundredth of its timeout.
@@ -168,12 +170,15 @@ func (c *conn) serveOne() bool {
 	now := time.Now()
 	keep := c.s.keepAlives() && !c.h.close
 	if f := c.s.cfg.Fast; f != nil && !c.h.hasBody() && !c.h.expect && !c.h.upgrade {
-		w := Response{c: c, now: now, keep: keep}
-		if f.ServeFast(&w, &Request{c: c}) {
+		// The views live in the connection, so the fast path allocates
+		// nothing for them.
+		c.fresp = Response{c: c, now: now, keep: keep}
+		c.freq = Request{c: c}
+		if f.ServeFast(&c.fresp, &c.freq) {
 			c.reqs++
-			return w.keep
+			return c.fresp.keep
 		}
-		if w.wrote {
+		if c.fresp.wrote {
 			panic("engine: a FastHandler wrote an answer and returned false")
 		}
 	}
