@@ -120,4 +120,3 @@ func BenchmarkServe(b *testing.B) {
 		})
 	}
 }
-
