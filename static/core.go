@@ -175,9 +175,27 @@ func (h *Handler) decide(ctx context.Context, isHead bool, p string, hdr HeaderS
 // gated), then a slot for the read of a small file, released right
 // after it. ok is false when the file is for ServeHTTP after all (a
 // directory without its slash, a stream).
+//
+// While the gate is full, a path recently opened as a small regular file
+// is refused before the open: the read would be refused anyway, and the
+// open's system calls are most of what a refusal costs. If a slot comes
+// free between the check and the refusal, the read takes it before the
+// open (and gives it back if the file is gone).
 func (h *Handler) readPlain(ctx context.Context, p string, f found) (Answer, bool) {
+	var s slot
+	if h.gate != nil && h.queue == 0 && h.revalidate > 0 && h.gate.InUse() >= h.gate.Capacity() &&
+		h.meta.known(p, f.snap.gen, f.now, int64(h.revalidate)) {
+		var err error
+		if s.p, err = h.gate.TryAcquireFor(admit.Request{Kind: h.kindRead}); err != nil {
+			return Answer{kind: AnswerRefusal, status: refusalStatus(err), err: err}, true
+		}
+	}
 	statAt := h.now()
 	file, fi, name, res := h.open(f.snap, f.name, f.dirSlash)
+	if res != openOK {
+		s.release(admit.OutcomeOK)
+		h.meta.forget(p)
+	}
 	switch res {
 	case openNotFound:
 		return errNotFound, true
@@ -187,14 +205,16 @@ func (h *Handler) readPlain(ctx context.Context, p string, f found) (Answer, boo
 		return Answer{}, false
 	}
 	if fi.Size() > h.maxCached {
+		s.release(admit.OutcomeOK)
 		file.Close()
 		return Answer{}, false // streams go through ServeContent
 	}
 	if ctx == nil {
 		ctx = context.Background() // the gate cannot wait (see Decide)
 	}
-	var s slot
-	if h.gate != nil {
+	key := strings.Clone(p) // p may point into the caller's buffer
+	h.meta.note(key, f.snap.gen, statAt)
+	if h.gate != nil && !s.p.Held() {
 		var err error
 		if s.p, err = h.gate.AcquireFor(ctx, admit.Request{Kind: h.kindRead}); err != nil {
 			file.Close()
@@ -208,7 +228,6 @@ func (h *Handler) readPlain(ctx context.Context, p string, f found) (Answer, boo
 		h.log.Warn("static: read failed", "name", name, "err", err)
 		return errReadFailed, true
 	}
-	key := strings.Clone(p) // p may point into the caller's buffer
 	name = strings.Clone(name)
 	e := newEntry(key, name, data, fi, h.etagFor(name, fi), contentType(name), f.snap.gen, statAt)
 	h.cache.add(e)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -393,4 +394,63 @@ func TestReadSlotReleasedBeforeResponseIsWritten(t *testing.T) {
 		}
 	}
 	checkInvariants(t, h.Gate())
+}
+
+// countingFS counts the opens of an FS.
+type countingFS struct {
+	fs.FS
+	opens atomic.Int64
+}
+
+func (c *countingFS) Open(name string) (fs.File, error) {
+	c.opens.Add(1)
+	return c.FS.Open(name)
+}
+
+// While the disk gate is full, a cold read of a file recently opened is
+// refused before it is opened again (the open's system calls are most of
+// what a refusal costs); a file not known yet is opened and then refused;
+// with a slot free, a known file that is gone is 404 without touching
+// the gate.
+func TestKnownFileRefusedBeforeItsOpen(t *testing.T) {
+	dir := writeTree(t, map[string]string{"known.txt": "known", "other.txt": "other", "gone.txt": "gone"})
+	cfs := &countingFS{FS: os.DirFS(dir)}
+	s := serveDir(t, dir, static.Config{FS: cfs, WorkLimit: 1, CacheBytes: -1, Revalidate: time.Minute})
+	g := s.h.Gate()
+	for _, p := range []string{"/known.txt", "/gone.txt"} {
+		if r := s.get(t, p); r.status != http.StatusOK {
+			t.Fatalf("GET %s: %d", p, r.status)
+		}
+	}
+	opens := cfs.opens.Load()
+	release := holdSlots(t, g)
+	before := g.Stats()
+	known := s.get(t, "/known.txt")
+	if known.status != http.StatusServiceUnavailable || !strings.Contains(known.body, `"reason":"full"`) {
+		t.Errorf("known file with the gate full: %d %q, want the 503", known.status, known.body)
+	}
+	if got := cfs.opens.Load() - opens; got != 0 {
+		t.Errorf("the known file was opened %d times before its refusal, want 0", got)
+	}
+	if other := s.get(t, "/other.txt"); other.status != http.StatusServiceUnavailable || cfs.opens.Load()-opens != 1 {
+		t.Errorf("a file not known yet: %d after %d opens, want 503 after 1", other.status, cfs.opens.Load()-opens)
+	}
+	if after := g.Stats(); after.Rejected.Total()-before.Rejected.Total() != 2 {
+		t.Errorf("refusals counted: %d, want 2", after.Rejected.Total()-before.Rejected.Total())
+	}
+	release()
+
+	if err := os.Remove(filepath.Join(dir, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	before = g.Stats()
+	if r := s.get(t, "/gone.txt"); r.status != http.StatusNotFound {
+		t.Errorf("a known file that is gone, slot free: %d, want 404", r.status)
+	}
+	if after := g.Stats(); after.Offered != before.Offered {
+		t.Errorf("the 404 of a known file touched the gate: offered %d -> %d", before.Offered, after.Offered)
+	}
+	if r := s.get(t, "/known.txt"); r.status != http.StatusOK || r.body != "known" {
+		t.Errorf("known file with the slot free: %d %q", r.status, r.body)
+	}
 }

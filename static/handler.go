@@ -46,6 +46,7 @@ type Handler struct {
 
 	hdrAcceptRanges []string // shared, len == cap
 	queue           int      // Config.Queue: the gate can make a read wait
+	meta            *metaCache
 
 	hits, misses atomic.Uint64
 }
@@ -61,6 +62,7 @@ func New(cfg Config) (*Handler, error) {
 		epoch:           time.Now(),
 		hdrAcceptRanges: []string{"bytes"},
 		queue:           cfg.Queue,
+		meta:            newMetaCache(),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
