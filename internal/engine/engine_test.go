@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"strings"
@@ -40,5 +41,38 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	}
 	if !strings.Contains(raw, "Connection: close") {
 		t.Errorf("last answer lacks Connection: close: %q", raw)
+	}
+}
+
+// The parser on a typical browser-like head allocates nothing.
+func BenchmarkParseHead(b *testing.B) {
+	raw := []byte("GET /assets/app.css?v=3 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
+		"Accept: text/css,*/*;q=0.1\r\nAccept-Encoding: gzip, deflate, br\r\nAccept-Language: en-US,en;q=0.5\r\n" +
+		"Connection: keep-alive\r\nReferer: https://example.com/\r\nCookie: session=abc123; theme=dark\r\n\r\n")
+	var h head
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := parseHead(raw, &h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// net/http's reading of the same head, for scale.
+func BenchmarkParseHeadNetHTTP(b *testing.B) {
+	raw := "GET /assets/app.css?v=3 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
+		"Accept: text/css,*/*;q=0.1\r\nAccept-Encoding: gzip, deflate, br\r\nAccept-Language: en-US,en;q=0.5\r\n" +
+		"Connection: keep-alive\r\nReferer: https://example.com/\r\nCookie: session=abc123; theme=dark\r\n\r\n"
+	r := strings.NewReader(raw)
+	br := bufio.NewReader(r)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		r.Reset(raw)
+		br.Reset(r)
+		if _, err := http.ReadRequest(br); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
