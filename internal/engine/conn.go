@@ -198,6 +198,8 @@ func (c *conn) readHead() (int, error) {
 	if c.reqs > 0 && c.r == c.w && cfg.IdleTimeout > 0 {
 		c.renewReadDeadline(cfg.IdleTimeout, dlIdle)
 	}
+	// The first request's header deadline was armed at the accept.
+	armed := c.reqs == 0 && cfg.ReadHeaderTimeout > 0
 	for {
 		if c.w > c.r {
 			n, err := parseHead(c.buf[c.r:c.w], &c.h)
@@ -207,12 +209,14 @@ func (c *conn) readHead() (int, error) {
 			if c.w-c.r >= c.s.maxHeader {
 				return 0, errHeadTooLarge
 			}
-			if c.readKind == dlIdle && cfg.ReadHeaderTimeout > 0 {
+			switch {
+			case !armed && cfg.ReadHeaderTimeout > 0:
 				// The request's first bytes are in: the rest of the head
 				// is under the header timeout from now.
 				c.setReadDeadline(time.Now().Add(cfg.ReadHeaderTimeout), dlHeader)
-			} else if c.readKind == dlIdle {
-				c.setReadDeadline(time.Time{}, dlNone)
+				armed = true
+			case !armed && c.readKind == dlIdle:
+				c.setReadDeadline(time.Time{}, dlNone) // no header timeout: the idle one must not cut a head
 			}
 		}
 		if err := c.fill(); err != nil {
