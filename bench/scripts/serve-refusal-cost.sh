@@ -3,7 +3,9 @@
 # disk-gate refusal (503 with Retry-After and the JSON reason) on its
 # HTTP/1.1 engine (fast) and on net/http (--engine net), beside nginx
 # answering the same 503 with `return 503` (one worker), in the same run,
-# with ratios to nginx. A cache hit on each is measured too.
+# with ratios to nginx. The floor of the same 503 on fasthttp's server
+# and on net/http (bench/engine/canned: a handler that writes it and does
+# nothing else) is measured beside them, and a cache hit on each.
 #
 # How the gate is kept full: `sluice serve --work-limit 1 --cache-bytes 0`
 # and one slow client (curl --limit-rate 1k) streaming a 4 MiB file: a
@@ -94,6 +96,17 @@ start_full() {
 	exit 1
 }
 
+start_canned() {
+	GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$WORK/canned" -server "$1" -addr "127.0.0.1:$PORT" >"$WORK/server.log" 2>&1 &
+	SERVER_PID=$!
+	for _ in $(seq 1 100); do
+		curl -s -o /dev/null "http://127.0.0.1:$PORT/" && return 0
+		sleep 0.05
+	done
+	echo "canned $1 did not start" >&2
+	exit 1
+}
+
 start_hits() {
 	GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$WORK/sluice" serve --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" \
 		--root "$SITE" --engine "$1" --log-level warn >"$WORK/server.log" 2>&1 &
@@ -102,12 +115,13 @@ start_hits() {
 }
 
 build_servers
+(cd "$REPO/bench" && go build -o "$WORK/canned" ./engine/canned)
 make_site
 machine_line
 echo "wrk -t1 -c$CONNS -d$DURATION, $ROUNDS interleaved rounds; CPU of the server process per answer (µs)"
 echo
 declare -A CPU RPS
-NAMES="refuse-fast refuse-net refuse-nginx hit-fast hit-net hit-nginx"
+NAMES="refuse-fast refuse-net refuse-nginx canned-fasthttp canned-net hit-fast hit-net hit-nginx"
 for round in $(seq 1 "$ROUNDS"); do
 	for name in $NAMES; do
 		want=503
@@ -116,6 +130,8 @@ for round in $(seq 1 "$ROUNDS"); do
 		refuse-fast) start_full fast ;;
 		refuse-net) start_full net ;;
 		refuse-nginx) start_nginx503 ;;
+		canned-fasthttp) start_canned fasthttp ;;
+		canned-net) start_canned net ;;
 		hit-fast) start_hits fast; want=200 ;;
 		hit-net) start_hits net; want=200 ;;
 		hit-nginx) start_nginx; want=200 ;;
@@ -133,7 +149,10 @@ echo "| answer | CPU µs/answer (median) | rounds | / nginx's | requests/s (medi
 echo "|---|---:|---|---:|---:|"
 for name in $NAMES; do
 	c=$(median ${CPU[$name]})
-	ref=$(median ${CPU[${name%-*}-nginx]})
+	case $name in
+	hit-*) ref=$(median ${CPU[hit-nginx]}) ;;
+	*) ref=$(median ${CPU[refuse-nginx]}) ;;
+	esac
 	echo "| $name | $c |${CPU[$name]} | $(awk -v a="$c" -v b="$ref" 'BEGIN {printf "%.2fx", a/b}') | $(printf '%.0f' "$(median ${RPS[$name]})") |"
 done
 r=$(awk -v a="$(median ${CPU[refuse-fast]})" -v b="$(median ${CPU[refuse-nginx]})" 'BEGIN {printf "%.2f", a/b}')
