@@ -89,8 +89,8 @@
 // the whole of sluice serve's disk-gate refusal on this engine (path,
 // cache, gate, counters, the answer) cost 30.3 µs of CPU against 30.7 µs
 // for fasthttp's server writing a canned 503 and doing nothing else, and
-// 42.9 µs for net/http's canned 503. The upstream client for the proxy is a separate
-// choice (fasthttp's HostClient remains the candidate).
+// 42.9 µs for net/http's canned 503. The upstream client for the proxy
+// is a separate choice (fasthttp's HostClient remains the candidate).
 //
 // # The proxy on the engine (next step)
 //
