@@ -91,7 +91,9 @@ func (c *conn) claimIdle(stale bool, now time.Time) bool {
 	if c.state.CompareAndSwap(int32(http.StateIdle), int32(stateClaimed)) {
 		return true
 	}
-	return stale && now.Sub(c.accepted) > 5*time.Second && c.r == 0 && c.w == 0 && c.reqs == 0 &&
+	// A new connection is still StateNew until its first head is read:
+	// after 5 s, as net/http, it counts as idle.
+	return stale && now.Sub(c.accepted) > 5*time.Second &&
 		c.state.CompareAndSwap(int32(http.StateNew), int32(stateClaimed))
 }
 
