@@ -50,7 +50,7 @@ func (c *conn) serveHandler(now time.Time, keep bool) bool {
 	}
 	req = req.WithContext(ctx)
 	w := &respWriter{c: c, req: req, body: b, header: make(http.Header), cl: -1,
-		isHead: req.Method == http.MethodHead, closeAfter: !keep}
+		isHead: req.Method == http.MethodHead, closeAfter: !keep, pending: c.pending[:0]}
 	if b == nil {
 		c.startBackgroundRead(cancel)
 	}
@@ -97,6 +97,15 @@ func (c *conn) runHandler(w *respWriter, req *http.Request) (ok bool) {
 
 var errPanicked = &parseError{500, "handler panicked"}
 
+// remoteAddr is the client's address as a string, made once per
+// connection.
+func (c *conn) remoteAddr() string {
+	if c.remote == "" {
+		c.remote = c.rwc.RemoteAddr().String()
+	}
+	return c.remote
+}
+
 // newRequest builds the *http.Request net/http would hand a handler for
 // the parsed head (Host moved out of Header, the URL parsed from the
 // target, a CONNECT target read as an authority).
@@ -132,7 +141,7 @@ func (c *conn) newRequest() (*http.Request, error) {
 		Header:     hdr,
 		Host:       u.Host,
 		RequestURI: target,
-		RemoteAddr: c.rwc.RemoteAddr().String(),
+		RemoteAddr: c.remoteAddr(),
 		Close:      h.close,
 	}
 	if req.Host == "" {
@@ -352,6 +361,9 @@ func (w *respWriter) finish() {
 		if !w.isHead {
 			w.sendBody(p)
 		}
+		if cap(p) <= bufferBeforeChunking {
+			w.c.pending = p[:0] // copied out: the next answer's buffer
+		}
 	}
 	if w.chunking {
 		w.c.out = append(w.c.out, "0\r\n\r\n"...)
@@ -378,8 +390,10 @@ func (w *respWriter) commit(p []byte) {
 	w.committed = true
 	c, req, hdr := w.c, w.req, w.header
 	keepAlives := c.s.keepAlives()
-	exclude := map[string]bool{}
-	var extra []string // "Name: value" lines
+	var excl excluded
+	exclude := &excl
+	var extraBuf [6]string
+	extra := extraBuf[:0] // "Name: value" lines
 
 	te := hdr.Get("Transfer-Encoding")
 	hasTE := te != ""
@@ -416,49 +430,50 @@ func (w *respWriter) commit(p []byte) {
 	} else {
 		for _, k := range []string{"Content-Type", "Content-Length", "Transfer-Encoding"} {
 			if k != "Content-Type" || w.status == http.StatusNotModified {
-				exclude[k] = true
+				exclude.add(k)
 			}
 		}
 		hasCL = false
 	}
 	if hasCL && hasTE && te != "identity" {
-		exclude["Content-Length"] = true
+		exclude.add("Content-Length")
 		hasCL = false
 	}
 	switch {
 	case w.isHead || !bodyAllowed(w.status):
-		exclude["Transfer-Encoding"] = true
+		exclude.add("Transfer-Encoding")
 	case hasCL:
-		exclude["Transfer-Encoding"] = true
+		exclude.add("Transfer-Encoding")
 	case req.ProtoMinor >= 1:
 		if te == "identity" {
 			w.closeAfter = true
-			exclude["Transfer-Encoding"] = true
+			exclude.add("Transfer-Encoding")
 		} else {
 			w.chunking = true
 			extra = append(extra, "Transfer-Encoding: chunked")
 			if hasTE {
-				exclude["Transfer-Encoding"] = true
+				exclude.add("Transfer-Encoding")
 			}
 		}
 	default:
 		w.closeAfter = true
-		exclude["Transfer-Encoding"] = true
+		exclude.add("Transfer-Encoding")
 	}
 	if w.chunking {
-		exclude["Content-Length"] = true
+		exclude.add("Content-Length")
 	}
 	if w.closeAfter && (!keepAlives || !hasToken(hdr.Get("Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
-		exclude["Connection"] = true
+		exclude.add("Connection")
 		if req.ProtoMinor >= 1 {
 			extra = append(extra, "Connection: close")
 		}
 	}
 
 	b := append(c.out, statusLine(w.status)...)
-	keys := make([]string, 0, len(hdr))
+	var keyBuf [16]string
+	keys := keyBuf[:0]
 	for k := range hdr {
-		if !exclude[k] && httpguts.ValidHeaderFieldName(k) {
+		if !exclude.has(k) && httpguts.ValidHeaderFieldName(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -480,6 +495,28 @@ func (w *respWriter) commit(p []byte) {
 	}
 	b = append(b, "\r\n"...)
 	c.out = b
+}
+
+// excluded is the small set of header names commit leaves out.
+type excluded struct {
+	names [4]string
+	n     int
+}
+
+func (e *excluded) add(k string) {
+	if !e.has(k) && e.n < len(e.names) {
+		e.names[e.n] = k
+		e.n++
+	}
+}
+
+func (e *excluded) has(k string) bool {
+	for _, x := range e.names[:e.n] {
+		if x == k {
+			return true
+		}
+	}
+	return false
 }
 
 // appendFieldValue appends v with CR and LF replaced by spaces and

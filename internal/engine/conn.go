@@ -32,10 +32,12 @@ type conn struct {
 	r, w int
 	out  []byte // answers not yet written
 
-	h     head
-	reqs  int // requests answered
-	freq  Request
-	fresp Response
+	h       head
+	reqs    int    // requests answered
+	remote  string // RemoteAddr().String(), once asked for
+	pending []byte // the bridge's body buffer, reused between answers
+	freq    Request
+	fresp   Response
 
 	// Deadlines in force (zero: none), to skip renewals that would move
 	// a deadline by less than a hundredth of its timeout.

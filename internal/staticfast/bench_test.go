@@ -30,6 +30,10 @@ func serveBench(b *testing.B, front string, h *static.Handler) string {
 		s := engine.New(engine.Config{Handler: h, Fast: New(h, Config{DeadlineHeader: "Request-Timeout"})})
 		go s.Serve(l)
 		stop = func() { s.Close() }
+	case "bridge": // the engine without the fast path: every request through its net/http bridge
+		s := engine.New(engine.Config{Handler: h})
+		go s.Serve(l)
+		stop = func() { s.Close() }
 	case "net/http":
 		s := &http.Server{Handler: h}
 		go s.Serve(l)
@@ -92,7 +96,7 @@ func roundTrips(b *testing.B, addr, req string, status string) {
 // process: allocs/op are the server's, the client allocates nothing).
 func BenchmarkServe(b *testing.B) {
 	page := bytes.Repeat([]byte("x"), 1100)
-	for _, front := range []string{"engine", "net/http"} {
+	for _, front := range []string{"engine", "bridge", "net/http"} {
 		b.Run("hit/"+front, func(b *testing.B) {
 			h, err := static.New(static.Config{FS: fstest.MapFS{"page.html": {Data: page, ModTime: time.Unix(1e9, 0)}}})
 			if err != nil {
