@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -95,7 +96,9 @@ func (c *conn) runHandler(w *respWriter, req *http.Request) (ok bool) {
 	return true
 }
 
-var errPanicked = &parseError{500, "handler panicked"}
+// errPanicked marks a connection whose handler panicked: nothing more is
+// written on it.
+var errPanicked = errors.New("engine: handler panicked")
 
 // remoteAddr is the client's address as a string, made once per
 // connection.
