@@ -15,10 +15,10 @@ var testEngine = "fast"
 
 // runServe is serveMain on the engine under test: the serve tests call
 // it, so one set of tests checks both front ends. In the net pass it adds
-// --engine net unless the arguments choose an engine (or TLS or h2c,
-// which are net/http's anyway).
+// --engine net unless the arguments or the test's environment choose an
+// engine.
 func runServe(ctx context.Context, e env, args []string) int {
-	if testEngine == "net" && !slices.Contains(args, "--engine") {
+	if testEngine == "net" && !slices.Contains(args, "--engine") && (e.getenv == nil || e.getenv("SLUICE_ENGINE") == "") {
 		args = append([]string{"--engine", "net"}, args...)
 	}
 	return serveMain(ctx, e, args)
