@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // errNoCloseWrite is returned by Conn.CloseWrite when the wrapped
@@ -114,3 +115,17 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 // writerOnly hides every method but Write, so io.Copy cannot loop back
 // into ReadFrom.
 type writerOnly struct{ io.Writer }
+
+// SetBodyReadDeadline sets the read deadline for a request body and
+// remembers it, so that a read that misses it is counted as a body
+// timeout (Stats.ClosedBodyTimeout). A zero t clears the deadline.
+// ConfigureServer does this for net/http; an HTTP server of another kind
+// that applies Timeouts itself calls it.
+func (c *Conn) SetBodyReadDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.bodyDeadline.Store(0)
+	} else {
+		c.bodyDeadline.Store(t.UnixNano())
+	}
+	return c.Conn.SetReadDeadline(t)
+}

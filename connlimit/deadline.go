@@ -60,9 +60,21 @@ type deadlineWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	set     time.Time // the deadline this writer set last; zero before the first
 }
 
-func (d *deadlineWriter) renew() { _ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout)) }
+// renew moves the deadline to SendTimeout from now, unless the one this
+// writer set is already within a hundredth of that: a small answer then
+// costs one deadline (one timer operation) instead of one per write, and
+// a long one still renews as it progresses.
+func (d *deadlineWriter) renew() {
+	at := time.Now().Add(d.timeout)
+	if !d.set.IsZero() && at.Sub(d.set) < d.timeout/100 {
+		return
+	}
+	_ = d.rc.SetWriteDeadline(at)
+	d.set = at
+}
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
 	d.renew()

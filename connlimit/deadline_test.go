@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -428,5 +429,35 @@ func TestHijackedConnectionHasNoDeadlines(t *testing.T) {
 	}
 	if s := l.Stats(); s.ClosedSendTimeout != 0 || s.ClosedBodyTimeout != 0 {
 		t.Errorf("timeouts counted on a hijacked connection: %+v", s)
+	}
+}
+
+// countingWriter counts the write deadlines set through it.
+type countingWriter struct {
+	http.ResponseWriter
+	deadlines int
+}
+
+func (c *countingWriter) SetWriteDeadline(time.Time) error { c.deadlines++; return nil }
+
+// A small answer sets its send deadline once, not once per write: the
+// renewals within a hundredth of the timeout are skipped.
+func TestSendDeadlineSetOncePerSmallAnswer(t *testing.T) {
+	cw := &countingWriter{ResponseWriter: httptest.NewRecorder()}
+	d := &deadlineWriter{ResponseWriter: cw, rc: http.NewResponseController(cw), timeout: time.Minute}
+	d.renew()
+	for range 3 {
+		if _, err := d.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.renew()
+	if cw.deadlines != 1 {
+		t.Errorf("%d write deadlines set for one small answer, want 1", cw.deadlines)
+	}
+	d.set = d.set.Add(-time.Second) // as if a second had passed since
+	d.renew()
+	if cw.deadlines != 2 {
+		t.Errorf("a renewal a second later was skipped (%d deadlines)", cw.deadlines)
 	}
 }

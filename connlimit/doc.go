@@ -141,7 +141,9 @@
 // deadlines (so they work on HTTP/2 streams too):
 //
 //   - SendTimeout (60 s, nginx's send_timeout): a deadline between two
-//     successful writes of the response, renewed before each write, not a
+//     successful writes of the response, renewed before each write (a
+//     renewal that would move it by less than a hundredth of SendTimeout
+//     is skipped, so a small answer costs one timer operation), not a
 //     cap on the response. A large file to a slow but live client
 //     completes; a client that stops reading is cut off about SendTimeout
 //     after its last progress, and the handler's write fails, so it

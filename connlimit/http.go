@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"time"
 )
 
 // ConnState is an http.ConnState hook that counts HTTP/1.x connections
@@ -88,6 +89,25 @@ func (l *Listener) ownConn(nc net.Conn) *Conn {
 		nc = u.NetConn()
 	}
 	return nil
+}
+
+// Timeouts are a Listener's HTTP timeouts with the defaults filled in;
+// zero means none. For an HTTP server other than net/http, which applies
+// them itself (ConfigureServer does it for net/http).
+type Timeouts struct {
+	ReadHeader, Idle, Send, Body time.Duration
+}
+
+// Timeouts returns the Listener's HTTP timeouts (Config.ReadHeaderTimeout,
+// IdleTimeout, SendTimeout, BodyTimeout, defaults filled in).
+func (l *Listener) Timeouts() Timeouts {
+	pos := func(d time.Duration) time.Duration { return max(d, 0) }
+	return Timeouts{
+		ReadHeader: pos(l.cfg.readHeaderTimeout),
+		Idle:       pos(l.cfg.idleTimeout),
+		Send:       pos(l.cfg.sendTimeout),
+		Body:       pos(l.cfg.bodyTimeout),
+	}
 }
 
 // ConfigureServer sets srv.ReadHeaderTimeout and srv.IdleTimeout from

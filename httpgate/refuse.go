@@ -37,10 +37,6 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 		writeJSON(w, http.StatusInternalServerError, append(append([]byte(nil), `{"error":"`...), CodeInternal+`"}`+"\n"...))
 		return
 	}
-	code := CodeBusy
-	if re.Reason() == admit.ReasonRate {
-		code = CodeRateLimited
-	}
 	h := w.Header()
 	// One allocation holds every header value and the body: under a
 	// flood, refusals are most of the garbage the server makes.
@@ -52,14 +48,53 @@ func WriteRefusal(w http.ResponseWriter, _ *http.Request, err error) {
 		vals[1] = "close"
 		h["Connection"] = vals[1:2:2]
 	}
-	b := append(out.body[:0], `{"error":"`...)
+	writeJSONVals(w, Status(re.Reason()), appendRefusalBody(out.body[:0], re), vals[2:])
+}
+
+// appendRefusalBody appends the JSON body of a refusal to b:
+// {"error":"BUSY"|"RATE_LIMITED","gate":...,"reason":...}.
+func appendRefusalBody(b []byte, re *admit.RejectedError) []byte {
+	code := CodeBusy
+	if re.Reason() == admit.ReasonRate {
+		code = CodeRateLimited
+	}
+	b = append(b, `{"error":"`...)
 	b = append(b, code...)
 	b = append(b, `","gate":`...)
 	b = strconv.AppendQuote(b, re.Gate())
 	b = append(b, `,"reason":"`...)
 	b = append(b, re.Reason().String()...)
 	b = append(b, "\"}\n"...)
-	writeJSONVals(w, Status(re.Reason()), b, vals[2:])
+	return b
+}
+
+// AppendRefusal renders the answer WriteRefusal writes for err as
+// HTTP/1.1 header lines and a body, for servers that write the protocol
+// themselves and keep refusals pre-rendered: it returns the status, b
+// with the header lines appended (Content-Type, Content-Length,
+// Retry-After; each line ending in CRLF, without the empty line), the
+// body, and whether the connection should close (a closed gate: the
+// server adds Connection: close). An error that is not a *admit.RejectedError
+// renders the 500 {"error":"INTERNAL"}.
+func AppendRefusal(b []byte, err error) (status int, header, body []byte, closeConn bool) {
+	re, ok := err.(*admit.RejectedError)
+	if !ok && !errors.As(err, &re) {
+		body = []byte(`{"error":"` + CodeInternal + `"}` + "\n")
+		status = http.StatusInternalServerError
+	} else {
+		body = appendRefusalBody(nil, re)
+		status = Status(re.Reason())
+		closeConn = re.Reason() == admit.ReasonClosed
+	}
+	b = append(b, "Content-Type: application/json\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n"...)
+	if re != nil {
+		b = append(b, "Retry-After: "...)
+		b = strconv.AppendInt(b, int64(re.RetryAfterSeconds()), 10)
+		b = append(b, "\r\n"...)
+	}
+	return status, b, body, closeConn
 }
 
 // refusalStorage is the backing store of one refusal's header values and

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 )
@@ -87,6 +88,19 @@ type Config struct {
 	// makes it answer 503 with the error's text (a configuration that is
 	// not loaded, say). Nil means ready unless draining.
 	Ready func() error
+
+	// Engine is the main listener's HTTP/1.1 front end: EngineNet (the
+	// zero value) is net/http; EngineFast is sluice's own engine, which
+	// serves the same Handler (through a net/http bridge) at a lower cost
+	// per request, and answers what Fast can without building an
+	// *http.Request. TLS and H2C need EngineNet: asking for EngineFast
+	// with either is an ErrInvalidConfig.
+	Engine Engine
+
+	// Fast is the engine's fast path: the servers' shared core answering
+	// the common requests (a cache hit, a refusal) directly. Ignored with
+	// EngineNet; nil means every request goes through Handler.
+	Fast engine.FastHandler
 
 	// Gates are the handler's gates, reported by /state and /metrics and
 	// closed on shutdown.
@@ -169,14 +183,57 @@ type MainServer interface {
 	Stop()
 }
 
+// Engine names an HTTP/1.1 front end for the main listener.
+type Engine uint8
+
+const (
+	// EngineNet serves the main listener with net/http (HTTP/1.1, and
+	// HTTP/2 over TLS or h2c).
+	EngineNet Engine = iota
+	// EngineFast serves cleartext HTTP/1.1 with sluice's own engine.
+	EngineFast
+)
+
+// String returns "net" or "fast".
+func (e Engine) String() string {
+	switch e {
+	case EngineNet:
+		return "net"
+	case EngineFast:
+		return "fast"
+	}
+	return fmt.Sprintf("engine(%d)", uint8(e))
+}
+
+// ParseEngine parses "net" or "fast".
+func ParseEngine(s string) (Engine, error) {
+	switch s {
+	case "net":
+		return EngineNet, nil
+	case "fast":
+		return EngineFast, nil
+	}
+	return 0, fmt.Errorf("%w: engine %q: want net or fast", ErrInvalidConfig, s)
+}
+
+// mainServer is what the frame needs of the main listener's server:
+// *http.Server and *engine.Server both have it.
+type mainServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+	SetKeepAlivesEnabled(bool)
+}
+
 // A Server is a main listener and an admin listener, bound by Listen and
 // served by Serve.
 type Server struct {
 	main     *connlimit.Listener
 	serveOn  net.Listener // main, or a TLS listener over it
 	tls, h2c bool
+	engine   Engine
 	admin    net.Listener // nil with NoAdmin
-	mainSrv  *http.Server // nil with Config.Main
+	mainSrv  mainServer   // nil with Config.Main
 	custom   MainServer
 	ready    func() error
 	adminSrv *http.Server
@@ -250,8 +307,15 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, fmt.Errorf("%w: TLS needs both a certificate file and a key file", ErrInvalidConfig)
 	}
-	if cfg.Main != nil && cfg.TLSCertFile != "" {
+	switch {
+	case cfg.Main != nil && cfg.TLSCertFile != "":
 		return nil, fmt.Errorf("%w: TLS files are for the http.Server; a Main server brings its own credentials", ErrInvalidConfig)
+	case cfg.Engine != EngineNet && cfg.Engine != EngineFast:
+		return nil, fmt.Errorf("%w: unknown %v", ErrInvalidConfig, cfg.Engine)
+	case cfg.Engine == EngineFast && cfg.TLSCertFile != "":
+		return nil, fmt.Errorf("%w: TLS is served by net/http only (engine net)", ErrInvalidConfig)
+	case cfg.Engine == EngineFast && cfg.H2C:
+		return nil, fmt.Errorf("%w: h2c is served by net/http only (engine net)", ErrInvalidConfig)
 	}
 	if cfg.MaxConcurrentStreams < 0 {
 		return nil, fmt.Errorf("%w: MaxConcurrentStreams %d is negative", ErrInvalidConfig, cfg.MaxConcurrentStreams)
@@ -292,25 +356,40 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		logger:  cfg.Logger,
 		abort:   make(chan struct{}),
 	}
-	s.serveOn = main
-	if cfg.Main == nil {
-		handler := cfg.Handler
-		if handler == nil {
-			handler = http.NotFoundHandler()
-		}
-		s.mainSrv = &http.Server{Handler: handler, ErrorLog: slogErrorLog(cfg.Logger)}
-		main.ConfigureServer(s.mainSrv)
+	handler := cfg.Handler
+	if handler == nil {
+		handler = http.NotFoundHandler()
+	}
+	s.serveOn, s.engine = main, cfg.Engine
+	switch {
+	case cfg.Main != nil:
+	case cfg.Engine == EngineFast:
+		t := main.Timeouts()
+		s.mainSrv = engine.New(engine.Config{
+			Handler:           handler,
+			Fast:              cfg.Fast,
+			ReadHeaderTimeout: t.ReadHeader,
+			IdleTimeout:       t.Idle,
+			SendTimeout:       t.Send,
+			BodyTimeout:       t.Body,
+			ConnState:         main.ConnState,
+			ErrorLog:          slogErrorLog(cfg.Logger),
+		})
+	default:
+		hs := &http.Server{Handler: handler, ErrorLog: slogErrorLog(cfg.Logger)}
+		main.ConfigureServer(hs)
 		protocols := new(http.Protocols)
 		protocols.SetHTTP1(true)
 		protocols.SetHTTP2(certs != nil)
 		protocols.SetUnencryptedHTTP2(cfg.H2C)
-		s.mainSrv.Protocols = protocols
-		s.mainSrv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
+		hs.Protocols = protocols
+		hs.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
 		s.tls, s.h2c = certs != nil, cfg.H2C
 		if certs != nil {
-			s.mainSrv.TLSConfig = certs.tlsConfig(true)
-			s.serveOn = tls.NewListener(main, s.mainSrv.TLSConfig)
+			hs.TLSConfig = certs.tlsConfig(true)
+			s.serveOn = tls.NewListener(main, hs.TLSConfig)
 		}
+		s.mainSrv = hs
 	}
 
 	s.registry = prometheus.NewRegistry()
@@ -402,7 +481,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		adminAddr = a.String()
 	}
 	s.log(slog.LevelInfo, "serving", slog.String("addr", s.Addr().String()), slog.String("admin_addr", adminAddr),
-		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)), slog.Bool("tls", s.tls), slog.Bool("h2c", s.h2c))
+		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)), slog.Bool("tls", s.tls), slog.Bool("h2c", s.h2c), slog.String("engine", s.engine.String()))
 
 	var serveErr error
 	select {

@@ -9,12 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
@@ -24,7 +23,18 @@ import (
 	"github.com/sluicehq/sluice/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// testEngine is the engine the fixture serves HTTP/1.1 with; TestMain
+// runs every test once per engine.
+var testEngine server.Engine
+
+func TestMain(m *testing.M) {
+	os.Exit(testutil.RunOnEngines(m, func(e string) {
+		var err error
+		if testEngine, err = server.ParseEngine(e); err != nil {
+			panic(err)
+		}
+	}))
+}
 
 type syncBuffer = testutil.SyncBuffer
 
@@ -76,6 +86,9 @@ func start(t *testing.T, gateCfg admit.Config, mutate func(*server.Config)) *fix
 	}
 	if mutate != nil {
 		mutate(&cfg)
+	}
+	if cfg.TLSCertFile == "" && !cfg.H2C {
+		cfg.Engine = testEngine // TLS and h2c are net/http's
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.Listen(ctx, cfg)

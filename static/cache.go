@@ -31,6 +31,7 @@ type entry struct {
 	etag string // "" when the file has neither a modification time nor a hash
 
 	hdrType, hdrLength, hdrModified, hdrETag []string
+	wire                                     []byte // the same fields as header lines, for Answer.Header
 }
 
 // fileIdent is what tells two versions of a file apart beyond size and

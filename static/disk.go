@@ -59,6 +59,7 @@ type diskResponse struct {
 	stream  bool   // larger than the cache's file limit
 	reqHeld bool   // the request already holds a slot (ScopeRequest)
 	file    fs.File
+	fi      fs.FileInfo // from the stat of the open file
 
 	slot      slot
 	decided   bool  // WriteHeader was called
@@ -123,7 +124,7 @@ func (d *diskResponse) load() bool {
 		return false
 	}
 	d.data = data
-	d.h.cache.add(newEntry(d, data, d.statAt))
+	d.h.cache.add(newEntry(d.key, d.name, data, d.fi, d.etag, d.ctype, d.gen, d.statAt))
 	return true
 }
 

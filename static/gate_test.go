@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // and, at the same moment, a hot file is served. Either half alone cannot
 // tell "hits bypass the gate" from "the gate is broken".
 func TestHotServedWhileColdRefused(t *testing.T) {
-	dir := writeTree(t, map[string]string{"hot.txt": "hot body\n", "cold.txt": "cold body\n"})
+	dir := writeTree(t, map[string]string{"hot.txt": "hot body\n", "cold.txt": "cold body\n", "range.txt": "range body\n"})
 	s := serveDir(t, dir, static.Config{WorkLimit: 1})
 	g := s.h.Gate()
 
@@ -34,7 +35,13 @@ func TestHotServedWhileColdRefused(t *testing.T) {
 	cold := s.get(t, "/cold.txt")
 	hot := s.get(t, "/hot.txt")
 	after := g.Stats()
+	// A cold read through ServeContent (a range) is refused the same way.
+	ranged := s.get(t, "/range.txt", "Range", "bytes=0-4")
 	release()
+
+	if ranged.status != http.StatusServiceUnavailable || ranged.header.Get("Content-Range") != "" {
+		t.Errorf("cold range with the only slot held: %d %v, want 503 without Content-Range", ranged.status, ranged.header)
+	}
 
 	if cold.status != http.StatusServiceUnavailable {
 		t.Errorf("cold file with the only slot held: status %d, want 503", cold.status)
@@ -75,7 +82,14 @@ func TestSlotReleasedAfterEveryRead(t *testing.T) {
 	s := serveDir(t, writeTree(t, files), static.Config{WorkLimit: 1})
 	for i := range 5 {
 		name := fmt.Sprintf("cold%d.txt", i)
-		if r := s.get(t, "/"+name); r.status != http.StatusOK || r.body != files[name] {
+		// Odd files with a range that covers them whole: the read goes
+		// through ServeContent instead of the core's plain read.
+		var hdr []string
+		want := http.StatusOK
+		if i%2 == 1 {
+			hdr, want = []string{"Range", "bytes=0-"}, http.StatusPartialContent
+		}
+		if r := s.get(t, "/"+name, hdr...); r.status != want || r.body != files[name] {
 			t.Fatalf("cold file %d of 5: status %d, body %d bytes", i+1, r.status, len(r.body))
 		}
 		if in := s.h.Gate().InUse(); in != 0 {
@@ -352,7 +366,7 @@ func (w *inUseAtWrite) Write(b []byte) (int, error) {
 // response is written (a slow client does not hold the disk); a stream
 // holds it while it writes.
 func TestReadSlotReleasedBeforeResponseIsWritten(t *testing.T) {
-	dir := writeTree(t, map[string]string{"small.txt": "small", "big.bin": strings.Repeat("b", 5000)})
+	dir := writeTree(t, map[string]string{"small.txt": "small", "big.bin": strings.Repeat("b", 5000), "ranged.txt": "ranged"})
 	h, err := static.New(static.Config{Root: dir, MaxCachedFileSize: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -361,10 +375,15 @@ func TestReadSlotReleasedBeforeResponseIsWritten(t *testing.T) {
 	for _, c := range []struct {
 		path    string
 		wantUse int64
-	}{{"/small.txt", 0}, {"/big.bin", 1}} {
+		rng     string
+	}{{"/small.txt", 0, ""}, {"/big.bin", 1, ""}, {"/ranged.txt", 0, "bytes=1-"}} {
 		w := &inUseAtWrite{ResponseRecorder: httptest.NewRecorder(), g: h.Gate()}
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, c.path, nil))
-		if w.Code != http.StatusOK || len(w.inUse) == 0 {
+		req := httptest.NewRequest(http.MethodGet, c.path, nil)
+		if c.rng != "" {
+			req.Header.Set("Range", c.rng) // a cold read through ServeContent
+		}
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK && w.Code != http.StatusPartialContent || len(w.inUse) == 0 {
 			t.Fatalf("GET %s: %d, %d writes", c.path, w.Code, len(w.inUse))
 		}
 		for _, n := range w.inUse {
@@ -375,4 +394,63 @@ func TestReadSlotReleasedBeforeResponseIsWritten(t *testing.T) {
 		}
 	}
 	checkInvariants(t, h.Gate())
+}
+
+// countingFS counts the opens of an FS.
+type countingFS struct {
+	fs.FS
+	opens atomic.Int64
+}
+
+func (c *countingFS) Open(name string) (fs.File, error) {
+	c.opens.Add(1)
+	return c.FS.Open(name)
+}
+
+// While the disk gate is full, a cold read of a file recently opened is
+// refused before it is opened again (the open's system calls are most of
+// what a refusal costs); a file not known yet is opened and then refused;
+// with a slot free, a known file that is gone is 404 without touching
+// the gate.
+func TestKnownFileRefusedBeforeItsOpen(t *testing.T) {
+	dir := writeTree(t, map[string]string{"known.txt": "known", "other.txt": "other", "gone.txt": "gone"})
+	cfs := &countingFS{FS: os.DirFS(dir)}
+	s := serveDir(t, dir, static.Config{FS: cfs, WorkLimit: 1, CacheBytes: -1, Revalidate: time.Minute})
+	g := s.h.Gate()
+	for _, p := range []string{"/known.txt", "/gone.txt"} {
+		if r := s.get(t, p); r.status != http.StatusOK {
+			t.Fatalf("GET %s: %d", p, r.status)
+		}
+	}
+	opens := cfs.opens.Load()
+	release := holdSlots(t, g)
+	before := g.Stats()
+	known := s.get(t, "/known.txt")
+	if known.status != http.StatusServiceUnavailable || !strings.Contains(known.body, `"reason":"full"`) {
+		t.Errorf("known file with the gate full: %d %q, want the 503", known.status, known.body)
+	}
+	if got := cfs.opens.Load() - opens; got != 0 {
+		t.Errorf("the known file was opened %d times before its refusal, want 0", got)
+	}
+	if other := s.get(t, "/other.txt"); other.status != http.StatusServiceUnavailable || cfs.opens.Load()-opens != 1 {
+		t.Errorf("a file not known yet: %d after %d opens, want 503 after 1", other.status, cfs.opens.Load()-opens)
+	}
+	if after := g.Stats(); after.Rejected.Total()-before.Rejected.Total() != 2 {
+		t.Errorf("refusals counted: %d, want 2", after.Rejected.Total()-before.Rejected.Total())
+	}
+	release()
+
+	if err := os.Remove(filepath.Join(dir, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	before = g.Stats()
+	if r := s.get(t, "/gone.txt"); r.status != http.StatusNotFound {
+		t.Errorf("a known file that is gone, slot free: %d, want 404", r.status)
+	}
+	if after := g.Stats(); after.Offered != before.Offered {
+		t.Errorf("the 404 of a known file touched the gate: offered %d -> %d", before.Offered, after.Offered)
+	}
+	if r := s.get(t, "/known.txt"); r.status != http.StatusOK || r.body != "known" {
+		t.Errorf("known file with the slot free: %d %q", r.status, r.body)
+	}
 }

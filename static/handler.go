@@ -2,7 +2,6 @@ package static
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -46,6 +45,8 @@ type Handler struct {
 	hashETags map[string]string
 
 	hdrAcceptRanges []string // shared, len == cap
+	queue           int      // Config.Queue: the gate can make a read wait
+	meta            *metaCache
 
 	hits, misses atomic.Uint64
 }
@@ -60,6 +61,8 @@ func New(cfg Config) (*Handler, error) {
 		log:             cfg.Logger,
 		epoch:           time.Now(),
 		hdrAcceptRanges: []string{"bytes"},
+		queue:           cfg.Queue,
+		meta:            newMetaCache(),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -213,9 +216,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve answers a GET or HEAD. reqHeld is true when the request already
 // holds a slot (ScopeRequest), so the disk step must not take another.
+// Decide's core answers what it can; serve continues from its lookup
+// with the rest (conditions and ranges through http.ServeContent,
+// redirects, streams).
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, reqHeld bool) {
-	name, dirSlash, v := resolvePath(r.URL.Path, h.dotfiles)
-	switch v {
+	var f found
+	if reqHeld {
+		f = h.lookup(r.URL.Path)
+	} else {
+		var a Answer
+		a, f = h.decide(r.Context(), r.Method == http.MethodHead, r.URL.Path, netHeader(r.Header))
+		if a.kind != AnswerPass {
+			h.writeAnswer(w, r, a)
+			return
+		}
+	}
+	switch f.v {
 	case pathBad:
 		http.Error(w, "400 bad request: invalid path", http.StatusBadRequest)
 		return
@@ -226,16 +242,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, reqHeld bool) {
 		http.Redirect(w, r, canonicalURL(r.URL.Path, r.URL.RawQuery), http.StatusMovedPermanently)
 		return
 	}
-	now := h.now()
-	snap := h.pin(now)
-	defer snap.release()
-	if e := h.cache.get(r.URL.Path); e != nil && h.fresh(snap, e, now) {
+	defer f.snap.release()
+	if f.e != nil {
 		h.hits.Add(1)
-		h.serveEntry(w, r, e)
+		h.serveEntry(w, r, f.e)
 		return
 	}
 	h.misses.Add(1)
-	h.serveDisk(w, r, snap, name, dirSlash, reqHeld)
+	h.serveDisk(w, r, f.snap, f.name, f.dirSlash, reqHeld)
 }
 
 // discardBody reads and drops a GET's or HEAD's body (it has no meaning
@@ -291,6 +305,10 @@ func (h *Handler) fresh(snap *rootSnap, e *entry, now int64) bool {
 // rest goes through http.ServeContent, which owns the precondition and
 // range rules (RFC 9110 §13, §14).
 func (h *Handler) serveEntry(w http.ResponseWriter, r *http.Request, e *entry) {
+	if plain(netHeader(r.Header)) {
+		h.writeEntry(w, r, e)
+		return
+	}
 	hdr := w.Header()
 	hdr["Content-Type"] = e.hdrType
 	hdr["Accept-Ranges"] = h.hdrAcceptRanges
@@ -300,25 +318,10 @@ func (h *Handler) serveEntry(w http.ResponseWriter, r *http.Request, e *entry) {
 	if e.hdrETag != nil {
 		hdr["Etag"] = e.hdrETag
 	}
-	if plain(r.Header) {
-		hdr["Content-Length"] = e.hdrLength
-		w.WriteHeader(http.StatusOK)
-		if r.Method != http.MethodHead {
-			w.Write(e.data)
-		}
-		return
-	}
 	if limitRanges(w, r, e.size, e.hdrType[0]) {
 		return
 	}
 	http.ServeContent(w, r, "", e.modTime, bytes.NewReader(e.data))
-}
-
-// plain reports whether a request has no header that can change the
-// status or the body of a file response.
-func plain(h http.Header) bool {
-	return len(h["Range"]) == 0 && len(h["If-None-Match"]) == 0 && len(h["If-Modified-Since"]) == 0 &&
-		len(h["If-Match"]) == 0 && len(h["If-Unmodified-Since"]) == 0 && len(h["If-Range"]) == 0
 }
 
 // serveDisk answers a request the cache could not: it opens the name
@@ -331,41 +334,16 @@ func plain(h http.Header) bool {
 // read.
 func (h *Handler) serveDisk(w http.ResponseWriter, r *http.Request, snap *rootSnap, name string, dirSlash, reqHeld bool) {
 	statAt := h.now()
-	f, fi, err := openStat(snap.fsys, name)
-	if err != nil {
-		h.statError(w, name, err)
+	f, fi, name, res := h.open(snap, name, dirSlash)
+	switch res {
+	case openRedirect:
+		http.Redirect(w, r, locationFor(r.URL.Path+"/", r.URL.RawQuery), http.StatusMovedPermanently)
 		return
-	}
-	if fi.IsDir() {
-		f.Close()
-		if !dirSlash { // "/docs" -> "/docs/", as nginx and FileServer do
-			http.Redirect(w, r, locationFor(r.URL.Path+"/", r.URL.RawQuery), http.StatusMovedPermanently)
-			return
-		}
-		name = path.Join(name, IndexFile)
-		if f, fi, err = openStat(snap.fsys, name); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir()) {
-			if f != nil {
-				f.Close()
-			}
-			forbidden(w) // a directory without an index: no listings
-			return
-		} else if err != nil {
-			h.statError(w, name, err)
-			return
-		}
-	} else if dirSlash {
-		f.Close()
-		notFound(w) // "/file.css/": a file is not a directory (nginx agrees)
+	case openNotFound:
+		notFound(w)
 		return
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		forbidden(w) // devices, sockets, pipes
-		return
-	}
-	if !h.dotfiles && snap.hiddenTarget(f) {
-		f.Close()
-		notFound(w) // a link to a dotfile is the dotfile
+	case openForbidden:
+		forbidden(w)
 		return
 	}
 
@@ -376,6 +354,7 @@ func (h *Handler) serveDisk(w http.ResponseWriter, r *http.Request, snap *rootSn
 		key:            r.URL.Path,
 		name:           name,
 		file:           f,
+		fi:             fi,
 		size:           fi.Size(),
 		modTime:        fi.ModTime(),
 		ident:          identOf(fi),
@@ -410,21 +389,6 @@ func openStat(fsys fs.FS, name string) (fs.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
-}
-
-// statError answers a failed lookup: 403 when permission is denied, else
-// 404. A symbolic link that points outside the root, a name below a file
-// and a name that does not exist all look the same to the client.
-func (h *Handler) statError(w http.ResponseWriter, name string, err error) {
-	switch {
-	case errors.Is(err, fs.ErrPermission):
-		forbidden(w)
-	case errors.Is(err, fs.ErrNotExist):
-		notFound(w)
-	default:
-		h.log.Debug("static: stat failed", "name", name, "err", err)
-		notFound(w)
-	}
 }
 
 func notFound(w http.ResponseWriter)  { http.Error(w, "404 page not found", http.StatusNotFound) }
@@ -474,20 +438,40 @@ func contentETags(fsys fs.FS) (map[string]string, error) {
 	return tags, err
 }
 
-// newEntry builds a cache entry and its prebuilt headers.
-func newEntry(d *diskResponse, data []byte, checked int64) *entry {
+// newEntry builds a cache entry and its prebuilt headers: net/http's
+// header slices and, for front ends that write HTTP/1.1 themselves, the
+// same fields rendered as lines.
+func newEntry(key, name string, data []byte, fi fs.FileInfo, etag, ctype string, gen uint64, checked int64) *entry {
 	e := &entry{
-		key: d.key, name: d.name, data: data, size: int64(len(data)), modTime: d.modTime, etag: d.etag,
-		ident: d.ident, gen: d.gen,
-		hdrType:   []string{d.ctype},
+		key: key, name: name, data: data, size: int64(len(data)), modTime: fi.ModTime(), etag: etag,
+		ident: identOf(fi), gen: gen,
+		hdrType:   []string{ctype},
 		hdrLength: []string{strconv.Itoa(len(data))},
 	}
-	if !d.modTime.IsZero() {
-		e.hdrModified = []string{d.modTime.UTC().Format(http.TimeFormat)}
+	wire := make([]byte, 0, 128)
+	wire = append(wire, "Accept-Ranges: bytes\r\nContent-Length: "...)
+	wire = strconv.AppendInt(wire, int64(len(data)), 10)
+	wire = append(wire, "\r\nContent-Type: "...)
+	wire = append(wire, ctype...)
+	wire = append(wire, "\r\n"...)
+	if etag != "" {
+		e.hdrETag = []string{etag}
+		wire = append(wire, "Etag: "...)
+		wire = append(wire, etag...)
+		wire = append(wire, "\r\n"...)
 	}
-	if d.etag != "" {
-		e.hdrETag = []string{d.etag}
+	if !e.modTime.IsZero() {
+		e.hdrModified = []string{e.modTime.UTC().Format(http.TimeFormat)}
+		wire = append(wire, "Last-Modified: "...)
+		wire = append(wire, e.hdrModified[0]...)
+		wire = append(wire, "\r\n"...)
 	}
+	e.wire = wire
 	e.checked.Store(checked)
 	return e
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// refuse writes a gate's refusal.
+func refuse(w http.ResponseWriter, r *http.Request, err error) { httpgate.WriteRefusal(w, r, err) }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/staticfast"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/static"
 )
@@ -25,9 +27,59 @@ import (
 // site is a served handler on a real loopback socket.
 type site struct {
 	h      *static.Handler
-	srv    *httptest.Server
+	srv    *testServer
 	client *http.Client
 	dir    string
+}
+
+// testEngine is the HTTP/1.1 front end the tests serve with ("net" or
+// "fast"); TestMain runs every test once per engine.
+var testEngine = "net"
+
+// testServer is a handler served on a loopback socket by the engine
+// under test: net/http's httptest.Server, or sluice's engine with
+// static's fast path when the handler is a *static.Handler.
+type testServer struct {
+	URL      string
+	Listener net.Listener
+	close    func()
+	client   *http.Client
+}
+
+func (s *testServer) Client() *http.Client { return s.client }
+
+// Close stops the server after the requests in progress have finished.
+func (s *testServer) Close() { s.close() }
+
+func newServer(h http.Handler) *testServer {
+	if testEngine == "net" {
+		srv := httptest.NewServer(h)
+		return &testServer{URL: srv.URL, Listener: srv.Listener, close: srv.Close, client: srv.Client()}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	cfg := engine.Config{Handler: h}
+	if sh, ok := h.(*static.Handler); ok {
+		cfg.Fast = staticfast.New(sh, staticfast.Config{})
+	}
+	es := engine.New(cfg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = es.Serve(l)
+	}()
+	tr := &http.Transport{}
+	return &testServer{URL: "http://" + l.Addr().String(), Listener: l, client: &http.Client{Transport: tr}, close: func() {
+		tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if es.Shutdown(ctx) != nil {
+			es.Close()
+		}
+		<-done
+	}}
 }
 
 // writeTree creates files (name -> content) under a new temp directory.
@@ -57,7 +109,7 @@ func serveDir(t *testing.T, dir string, cfg static.Config) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := newServer(h)
 	s := &site{h: h, srv: srv, client: srv.Client(), dir: dir}
 	t.Cleanup(func() {
 		srv.Close()
@@ -246,8 +298,6 @@ func (f *slowFile) Read(p []byte) (int, error) {
 func (f *slowFile) Seek(off int64, whence int) (int64, error) {
 	return f.File.(io.Seeker).Seek(off, whence)
 }
-
-func newServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
 
 // eventually waits for state that another goroutine reaches.
 func eventually(t testing.TB, what string, cond func() bool) {

@@ -12,3 +12,5 @@ func identOf(fi fs.FileInfo) fileIdent { return fileIdent{mode: fi.Mode()} }
 // realPath is not available here: the dotfile rule then applies to the
 // requested name only.
 func realPath(fs.File) (string, bool) { return "", false }
+
+func appendRealPath(dst []byte, _ fs.File) ([]byte, bool) { return dst, false }

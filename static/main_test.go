@@ -1,9 +1,12 @@
 package static_test
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	os.Exit(testutil.RunOnEngines(m, func(e string) { testEngine = e }))
+}

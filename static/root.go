@@ -1,10 +1,10 @@
 package static
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,18 +65,44 @@ func (s *rootSnap) hiddenTarget(f fs.File) bool {
 	if s.real == "" {
 		return false
 	}
-	p, ok := realPath(f)
+	var buf [1024]byte
+	p, ok := appendRealPath(buf[:0], f)
 	if !ok {
-		return false
+		if long, ok := realPath(f); ok {
+			p = []byte(long)
+		} else {
+			return false
+		}
 	}
-	rel, err := filepath.Rel(s.real, p)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	return hiddenUnder(s.real, p)
+}
+
+// hiddenUnder reports whether p (a path the kernel resolved, so clean and
+// absolute) is outside root, or has a component under it that starts
+// with ".".
+func hiddenUnder(root string, p []byte) bool {
+	rel, ok := bytes.CutPrefix(p, []byte(root))
+	if !ok {
 		return true // outside the root: os.Root should have refused it
 	}
-	for seg := range strings.SplitSeq(filepath.ToSlash(rel), "/") {
-		if strings.HasPrefix(seg, ".") && seg != "." {
+	if !strings.HasSuffix(root, "/") {
+		if len(rel) == 0 {
+			return false // the root itself
+		}
+		if rel[0] != '/' {
+			return true // a sibling that shares the root's name as a prefix
+		}
+		rel = rel[1:]
+	}
+	for len(rel) > 0 {
+		if rel[0] == '.' {
 			return true
 		}
+		i := bytes.IndexByte(rel, '/')
+		if i < 0 {
+			break
+		}
+		rel = rel[i+1:]
 	}
 	return false
 }

@@ -39,7 +39,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"serve", "serve static files with disk reads behind an admission gate", runServe},
+		{"serve", "serve static files with disk reads behind an admission gate", serveMain},
 		{"proxy", "reverse proxy with gates, quotas, retry budget, breaker and stale-if-error", runProxy},
 		{"ratelimit", "Envoy's rate limit service (RLS v3) on sluice's quotas, local or shared through Redis", runRatelimit},
 		{"lab", "run the backpressure lab server (one business slot)", runLab},

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(runChild())
 	}
-	os.Exit(m.Run())
+	os.Exit(runEnginePasses(m))
 }
 
 // runChild is main's body, with real signals, after optionally lowering

@@ -17,6 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/staticfast"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/server"
 )
@@ -112,6 +114,8 @@ type serveOptions struct {
 	maxStreams        int
 	log               logOptions
 	pprof             bool
+	engine            string
+	engineSet         bool // --engine (or its twin) was given
 }
 
 func (o *serveOptions) register(fs *flag.FlagSet) {
@@ -131,6 +135,8 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.h2c, "h2c", false, "also accept cleartext HTTP/2 with prior knowledge on the main listener (sidecars, gRPC behind a TLS terminator)")
 	fs.IntVar(&o.maxStreams, "max-concurrent-streams", 0, "most streams one HTTP/2 connection may have open at once, so one connection cannot take every slot\n(0: net/http's default, 100 or more)")
 	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "on SIGINT/SIGTERM, answer /healthz with 503 draining this long before the listener closes,\nso load balancers and readiness probes stop sending (0: close at once)")
+	fs.StringVar(&o.engine, "engine", "fast", "HTTP/1.1 front end of the main listener: fast (sluice's own engine: the same answers at a lower\n"+
+		"cost per request) or net (net/http); TLS and --h2c are always served by net/http")
 	o.log.register(fs)
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the admin listener (loopback only)")
 }
@@ -147,6 +153,15 @@ func (o *serveOptions) validate() error {
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
+	}
+	switch o.engine {
+	case "fast":
+		if o.engineSet && (o.tlsCert != "" || o.h2c) {
+			return errors.New("--engine fast serves cleartext HTTP/1.1 only: TLS and --h2c are served by net/http (use --engine net, or leave --engine out)")
+		}
+	case "net":
+	default:
+		return fmt.Errorf("--engine %q: want fast or net", o.engine)
 	}
 	if o.maxStreams < 0 || o.maxStreams > maxMaxStreams {
 		return fmt.Errorf("--max-concurrent-streams %d: want 0 (net/http's default) to %d", o.maxStreams, maxMaxStreams)
@@ -171,6 +186,24 @@ func (o *serveOptions) validate() error {
 		}
 	}
 	return nil
+}
+
+// serverEngine is the main listener's engine: fast unless asked for net,
+// or TLS or h2c need net/http.
+func (o *serveOptions) serverEngine() server.Engine {
+	if o.engine == "net" || o.tlsCert != "" || o.h2c {
+		return server.EngineNet
+	}
+	return server.EngineFast
+}
+
+// markSet records which of the options were given (after parseFlags).
+func (o *serveOptions) markSet(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "engine" {
+			o.engineSet = true
+		}
+	})
 }
 
 // connConfig is the main listener's connlimit.Config.
@@ -238,9 +271,9 @@ func usageFor(fs *flag.FlagSet, synopsis string) {
 	}
 }
 
-// runServe runs `sluice serve`: the static-file handler on the server
+// serveMain runs `sluice serve`: the static-file handler on the server
 // frame until SIGINT/SIGTERM, then a graceful shutdown.
-func runServe(ctx context.Context, e env, args []string) int {
+func serveMain(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	usageFor(fs, "usage: sluice serve [flags]\n\n"+
@@ -259,6 +292,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: unexpected argument %q (see --help)\n", fs.Arg(0))
 		return exitUsage
 	}
+	o.markSet(fs)
 	if err := errors.Join(o.validate(), adm.validate(static.queue)); err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
@@ -290,6 +324,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	defer cleanup()
+	sh := static.handler
 	if h, collectors, err = adm.wire(logger, gates[0], h, collectors); err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
@@ -314,7 +349,17 @@ func runServe(ctx context.Context, e env, args []string) int {
 	// `sluice load --metrics` attributes them like the gate's.
 	gm.AddRefusals(promsluice.QuotaRefusals(quotas.sources...))
 
+	// On the engine, static's core answers what it can (cache hits, plain
+	// cold reads and their refusals) without an *http.Request. With
+	// quotas every request goes through the handler chain, so that none
+	// passes a quota unspent.
+	var fast engine.FastHandler
+	if eng := o.serverEngine(); eng == server.EngineFast && len(quotas.quotas) == 0 && sh != nil {
+		fast = staticfast.New(sh, staticfast.Config{DeadlineHeader: httpgate.DefaultDeadlineHeader})
+	}
 	srv, err := server.Listen(ctx, server.Config{
+		Engine:               o.serverEngine(),
+		Fast:                 fast,
 		Addr:                 o.addr,
 		AdminAddr:            o.adminAddr,
 		Handler:              handler,

@@ -32,6 +32,8 @@ type staticOptions struct {
 	gateStreams       bool
 	gateScope         string
 	dotfiles          bool
+
+	handler *static.Handler // set by build
 }
 
 // addStaticFlags registers the static-file flags on fs.
@@ -123,6 +125,7 @@ func (o *staticOptions) build(logger *slog.Logger, obs admit.Observer) (http.Han
 	}
 	cfg.Observer = obs
 	h, err := static.New(cfg)
+	o.handler = h
 	if err != nil {
 		if cfg.Root != "" {
 			return nil, nil, nil, nil, fmt.Errorf("--root %q: %w", cfg.Root, err)

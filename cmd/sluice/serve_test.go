@@ -67,6 +67,9 @@ func TestServeBadFlagsExitTwo(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined"},
 		{"bad env twin", nil, map[string]string{"SLUICE_MAX_CONNS": "many"}, "SLUICE_MAX_CONNS"},
 		{"bad env duration", nil, map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "-5s"}, "--shutdown-timeout"},
+		{"unknown engine", []string{"--engine", "slow"}, nil, "--engine \"slow\": want fast or net"},
+		{"fast engine with h2c", []string{"--engine", "fast", "--h2c"}, nil, "--engine fast serves cleartext HTTP/1.1 only"},
+		{"fast engine from the environment with h2c", []string{"--h2c"}, map[string]string{"SLUICE_ENGINE": "fast"}, "--engine fast serves cleartext HTTP/1.1 only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +87,7 @@ func TestServeHelpListsFlags(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, f := range []string{"-addr", "-admin-addr", "-max-conns", "-idle-timeout", "-read-header-timeout",
-		"-shutdown-timeout", "-log-level", "-log-format", "SLUICE_SOME_FLAG"} {
+		"-shutdown-timeout", "-log-level", "-log-format", "-engine", "SLUICE_SOME_FLAG"} {
 		if !strings.Contains(out, f) {
 			t.Errorf("--help lacks %q", f)
 		}

@@ -1,0 +1,604 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// bufferBeforeChunking is how much of a body the bridge holds before it
+// commits the head: an answer that ends within it gets a Content-Length,
+// a longer one is chunked (net/http's rule and size).
+const bufferBeforeChunking = 2048
+
+// serveHandler runs Config.Handler for the parsed request through the
+// net/http bridge. It reports whether the connection may carry another
+// request.
+func (c *conn) serveHandler(now time.Time, keep bool) bool {
+	req, err := c.newRequest()
+	if err != nil {
+		c.writeError(&parseError{400, "malformed request target"})
+		c.lingerClose()
+		return false
+	}
+	if req.RequestURI == "*" && req.Method == http.MethodOptions {
+		// net/http answers OPTIONS * itself.
+		c.out = append(c.out, statusLine(200)...)
+		c.out = append(c.out, "Content-Length: 0\r\n"...)
+		c.out = append(c.out, c.s.dateFor(now)...)
+		if !keep {
+			c.out = append(c.out, "Connection: close\r\n"...)
+		}
+		c.out = append(c.out, "\r\n"...)
+		return keep && c.discardBody(req)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var b *body
+	if c.h.hasBody() {
+		b = newBody(c, func() { c.startBackgroundRead(cancel) })
+		req.Body = b
+	} else {
+		req.Body = http.NoBody
+	}
+	req = req.WithContext(ctx)
+	w := &respWriter{c: c, req: req, body: b, header: make(http.Header), cl: -1,
+		isHead: req.Method == http.MethodHead, closeAfter: !keep, pending: c.pending[:0]}
+	if b == nil {
+		c.startBackgroundRead(cancel)
+	}
+	defer func() {
+		// Deadlines the handler set end with its request.
+		if c.handlerWriteDL {
+			c.handlerWriteDL, c.writeDL = false, time.Time{}
+			_ = c.rwc.SetWriteDeadline(time.Time{})
+		}
+		if c.handlerReadDL {
+			c.handlerReadDL = false
+			c.setReadDeadline(time.Time{}, dlNone)
+		}
+	}()
+	if !c.runHandler(w, req) {
+		return false
+	}
+	w.finish()
+	if c.handlerWriteDL {
+		c.flush() // the answer's tail under the handler's deadline
+	}
+	c.stopBackgroundRead()
+	return w.reusable() && !c.peerDone
+}
+
+// runHandler calls the handler, recovering a panic as net/http does: it
+// is logged (but for http.ErrAbortHandler) and the connection closed
+// without writing what was left.
+func (c *conn) runHandler(w *respWriter, req *http.Request) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r != http.ErrAbortHandler {
+				c.logf("engine: panic serving %v: %v", req.RemoteAddr, r)
+			}
+			c.stopBackgroundRead()
+			c.out = c.out[:0]
+			c.werr = errPanicked
+			ok = false
+		}
+	}()
+	c.s.handler.ServeHTTP(w, req)
+	return true
+}
+
+// errPanicked marks a connection whose handler panicked: nothing more is
+// written on it.
+var errPanicked = errors.New("engine: handler panicked")
+
+// remoteAddr is the client's address as a string, made once per
+// connection.
+func (c *conn) remoteAddr() string {
+	if c.remote == "" {
+		c.remote = c.rwc.RemoteAddr().String()
+	}
+	return c.remote
+}
+
+// newRequest builds the *http.Request net/http would hand a handler for
+// the parsed head (Host moved out of Header, the URL parsed from the
+// target, a CONNECT target read as an authority).
+func (c *conn) newRequest() (*http.Request, error) {
+	h := &c.h
+	target := string(h.target)
+	rawurl := target
+	authority := string(h.method) == http.MethodConnect && !strings.HasPrefix(rawurl, "/")
+	if authority {
+		rawurl = "http://" + rawurl
+	}
+	u, err := url.ParseRequestURI(rawurl)
+	if err != nil {
+		return nil, err
+	}
+	if authority {
+		u.Scheme = ""
+	}
+	hdr := make(http.Header, len(h.fields))
+	for _, f := range h.fields {
+		k := http.CanonicalHeaderKey(string(f.name))
+		if k == "Host" || k == "Transfer-Encoding" {
+			continue // net/http moves them to Host and TransferEncoding
+		}
+		hdr[k] = append(hdr[k], string(f.value))
+	}
+	req := &http.Request{
+		Method:     string(h.method),
+		URL:        u,
+		Proto:      "HTTP/1." + strconv.Itoa(h.minor),
+		ProtoMajor: 1,
+		ProtoMinor: h.minor,
+		Header:     hdr,
+		Host:       u.Host,
+		RequestURI: target,
+		RemoteAddr: c.remoteAddr(),
+		Close:      h.close,
+	}
+	if req.Host == "" {
+		req.Host = string(h.host)
+	}
+	switch {
+	case h.chunked:
+		req.ContentLength = -1
+		req.TransferEncoding = []string{"chunked"}
+	default:
+		req.ContentLength = h.contentLength
+	}
+	return req, nil
+}
+
+// discardBody drops a body nobody reads (OPTIONS *); false if it could
+// not be dropped whole.
+func (c *conn) discardBody(req *http.Request) bool {
+	if !c.h.hasBody() {
+		return true
+	}
+	return newBody(c, nil).drain(maxDrainBody)
+}
+
+// respWriter is the http.ResponseWriter of the net/http bridge. It
+// follows net/http's rules for the head it writes (Content-Length for an
+// answer that ends within the first 2 KiB, else chunked; Date; sniffed
+// Content-Type; Connection: close when the connection will close; no
+// body for HEAD, 1xx, 204 and 304) and writes through the connection's
+// buffer, with the large writes of a file going to sendfile.
+type respWriter struct {
+	c           *conn
+	req         *http.Request
+	body        *body // nil without a request body
+	header      http.Header
+	status      int
+	wroteHeader bool
+	committed   bool
+	chunking    bool
+	closeAfter  bool
+	isHead      bool
+	handlerDone bool
+	cl          int64 // declared Content-Length, -1 if none
+	written     int64
+	pending     []byte
+}
+
+func (w *respWriter) Header() http.Header { return w.header }
+
+func (w *respWriter) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic("invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if w.wroteHeader {
+		w.c.logf("engine: superfluous WriteHeader call (%d)", code)
+		return
+	}
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		return // informational answers are not sent
+	}
+	w.wroteHeader, w.status = true, code
+	if v := w.header.Get("Content-Length"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && n >= 0 {
+			w.cl = n
+		} else {
+			w.c.logf("engine: invalid Content-Length of %q", v)
+			w.header.Del("Content-Length")
+		}
+	}
+}
+
+func (w *respWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.c.werr != nil {
+		return 0, w.c.werr
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(p))
+	if w.cl != -1 && w.written > w.cl {
+		return 0, http.ErrContentLength
+	}
+	if !w.committed {
+		if len(w.pending)+len(p) <= bufferBeforeChunking {
+			w.pending = append(w.pending, p...)
+			return len(p), nil
+		}
+		w.commit(append(w.pending, p...))
+		p = append(w.pending, p...)
+		w.pending = nil
+	}
+	if w.isHead {
+		return len(p), nil
+	}
+	if !w.sendBody(p) {
+		return 0, w.c.werr
+	}
+	return len(p), nil
+}
+
+// sendBody writes body bytes, framed as a chunk when chunking.
+func (w *respWriter) sendBody(p []byte) bool {
+	if len(p) == 0 {
+		return true
+	}
+	c := w.c
+	if w.chunking {
+		c.out = strconv.AppendInt(c.out, int64(len(p)), 16)
+		c.out = append(c.out, "\r\n"...)
+		if !c.write(p) {
+			return false
+		}
+		c.out = append(c.out, "\r\n"...)
+		return true
+	}
+	return c.write(p)
+}
+
+// Flush sends the head and what is buffered (http.Flusher).
+func (w *respWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush reporting the write error, for
+// http.ResponseController.
+func (w *respWriter) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		p := w.pending
+		w.pending = nil
+		w.commit(p)
+		if !w.isHead && !w.sendBody(p) {
+			return w.c.werr
+		}
+	}
+	if !w.c.flush() {
+		return w.c.werr
+	}
+	return nil
+}
+
+// ReadFrom sends src, through sendfile when the answer is not chunked
+// (a file with a Content-Length, as ServeContent sends it).
+func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.committed && w.chunking || w.isHead || !bodyAllowed(w.status) || !w.committed && w.header.Get("Content-Type") == "" {
+		return io.Copy(writerOnly{w}, src)
+	}
+	if !w.committed {
+		p := w.pending
+		w.pending = nil
+		w.commit(p)
+		if w.chunking {
+			if !w.sendBody(p) {
+				return 0, w.c.werr
+			}
+			return io.Copy(writerOnly{w}, src)
+		}
+		if !w.sendBody(p) {
+			return 0, w.c.werr
+		}
+	}
+	if w.cl != -1 {
+		left := w.cl - w.written
+		if lr, ok := src.(*io.LimitedReader); !ok || lr.N > left {
+			src = &io.LimitedReader{R: src, N: left + 1}
+		}
+	}
+	n, err := w.c.readFrom(src)
+	w.written += n
+	if w.cl != -1 && w.written > w.cl {
+		return n, http.ErrContentLength
+	}
+	return n, err
+}
+
+// SetWriteDeadline sets the connection's write deadline for the rest of
+// this answer, in place of the send timeout's renewals (for
+// http.ResponseController). A zero t means none.
+func (w *respWriter) SetWriteDeadline(t time.Time) error {
+	w.c.handlerWriteDL = true
+	w.c.writeDL = t
+	return w.c.rwc.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the connection's read deadline for the rest of
+// this request's body, in place of the body timeout's renewals (for
+// http.ResponseController). A zero t means none.
+func (w *respWriter) SetReadDeadline(t time.Time) error {
+	w.c.handlerReadDL = true
+	w.c.readDL, w.c.readKind = t, dlNone
+	return w.c.rwc.SetReadDeadline(t)
+}
+
+// writerOnly hides ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
+
+// finish completes the answer after the handler returned.
+func (w *respWriter) finish() {
+	w.handlerDone = true
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		p := w.pending
+		w.pending = nil
+		w.commit(p)
+		if !w.isHead {
+			w.sendBody(p)
+		}
+		if cap(p) <= bufferBeforeChunking {
+			w.c.pending = p[:0] // copied out: the next answer's buffer
+		}
+	}
+	if w.chunking {
+		w.c.out = append(w.c.out, "0\r\n\r\n"...)
+	}
+}
+
+// reusable reports whether the connection may carry another request.
+func (w *respWriter) reusable() bool {
+	switch {
+	case w.closeAfter || w.c.werr != nil:
+		return false
+	case !w.isHead && w.cl != -1 && bodyAllowed(w.status) && w.cl != w.written:
+		return false // it did not write what it declared: the framing is lost
+	case w.body != nil && !w.body.eof:
+		return false
+	}
+	return true
+}
+
+// commit renders the head into the connection's buffer, with net/http's
+// rules (see respWriter). p is the start of the body, for the
+// Content-Type sniff and, when the handler is done, the Content-Length.
+func (w *respWriter) commit(p []byte) {
+	w.committed = true
+	c, req, hdr := w.c, w.req, w.header
+	keepAlives := c.s.keepAlives()
+	var excl excluded
+	exclude := &excl
+	var extraBuf [6]string
+	extra := extraBuf[:0] // "Name: value" lines
+
+	te := hdr.Get("Transfer-Encoding")
+	hasTE := te != ""
+	if w.handlerDone && !hasTE && bodyAllowed(w.status) && len(hdr["Content-Length"]) == 0 && (!w.isHead || len(p) > 0) {
+		w.cl = int64(len(p))
+		extra = append(extra, "Content-Length: "+strconv.Itoa(len(p)))
+	}
+	hasCL := w.cl != -1
+	wants10KeepAlive := req.ProtoMinor == 0 && c.h.keepAlive && !c.h.close
+	if wants10KeepAlive && keepAlives && len(hdr["Content-Length"]) > 0 && hdr.Get("Connection") == "keep-alive" {
+		w.closeAfter = false
+	}
+	if wants10KeepAlive && (w.isHead || hasCL || !bodyAllowed(w.status)) {
+		w.closeAfter = w.closeAfter && !keepAlives
+		if _, set := hdr["Connection"]; !set && !w.closeAfter {
+			extra = append(extra, "Connection: keep-alive")
+		}
+	} else if req.ProtoMinor == 0 || req.Close {
+		w.closeAfter = true
+	}
+	if hdr.Get("Connection") == "close" || !keepAlives {
+		w.closeAfter = true
+	}
+	if w.body != nil && w.body.expect {
+		w.closeAfter = true // the client may or may not send the body now
+	}
+	if w.body != nil && !w.closeAfter && !w.body.drain(maxDrainBody) {
+		w.closeAfter = true
+	}
+	if bodyAllowed(w.status) {
+		if _, haveType := hdr["Content-Type"]; !haveType && hdr.Get("Content-Encoding") == "" && !hasTE && len(p) > 0 {
+			extra = append(extra, "Content-Type: "+http.DetectContentType(p))
+		}
+	} else {
+		for _, k := range []string{"Content-Type", "Content-Length", "Transfer-Encoding"} {
+			if k != "Content-Type" || w.status == http.StatusNotModified {
+				exclude.add(k)
+			}
+		}
+		hasCL = false
+	}
+	if hasCL && hasTE && te != "identity" {
+		exclude.add("Content-Length")
+		hasCL = false
+	}
+	switch {
+	case w.isHead || !bodyAllowed(w.status):
+		exclude.add("Transfer-Encoding")
+	case hasCL:
+		exclude.add("Transfer-Encoding")
+	case req.ProtoMinor >= 1:
+		if te == "identity" {
+			w.closeAfter = true
+			exclude.add("Transfer-Encoding")
+		} else {
+			w.chunking = true
+			extra = append(extra, "Transfer-Encoding: chunked")
+			if hasTE {
+				exclude.add("Transfer-Encoding")
+			}
+		}
+	default:
+		w.closeAfter = true
+		exclude.add("Transfer-Encoding")
+	}
+	if w.chunking {
+		exclude.add("Content-Length")
+	}
+	if w.closeAfter && (!keepAlives || !hasToken(hdr.Get("Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
+		exclude.add("Connection")
+		if req.ProtoMinor >= 1 {
+			extra = append(extra, "Connection: close")
+		}
+	}
+
+	b := append(c.out, statusLine(w.status)...)
+	var keyBuf [16]string
+	keys := keyBuf[:0]
+	for k := range hdr {
+		if !exclude.has(k) && httpguts.ValidHeaderFieldName(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range hdr[k] {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = appendFieldValue(b, v)
+			b = append(b, "\r\n"...)
+		}
+	}
+	for _, line := range extra {
+		b = append(b, line...)
+		b = append(b, "\r\n"...)
+	}
+	if _, ok := hdr["Date"]; !ok {
+		b = append(b, c.s.dateFor(time.Now())...)
+	}
+	b = append(b, "\r\n"...)
+	c.out = b
+}
+
+// excluded is the small set of header names commit leaves out.
+type excluded struct {
+	names [4]string
+	n     int
+}
+
+func (e *excluded) add(k string) {
+	if !e.has(k) && e.n < len(e.names) {
+		e.names[e.n] = k
+		e.n++
+	}
+}
+
+func (e *excluded) has(k string) bool {
+	for _, x := range e.names[:e.n] {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// appendFieldValue appends v with CR and LF replaced by spaces and
+// surrounding whitespace trimmed, as net/http writes header values.
+func appendFieldValue(b []byte, v string) []byte {
+	v = strings.TrimSpace(v)
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		if ch == '\r' || ch == '\n' {
+			ch = ' '
+		}
+		b = append(b, ch)
+	}
+	return b
+}
+
+// hasToken reports whether the comma-separated list v has token
+// (ASCII case ignored).
+func hasToken(v, token string) bool {
+	for _, t := range strings.Split(v, ",") {
+		if strings.EqualFold(strings.TrimSpace(t), token) {
+			return true
+		}
+	}
+	return false
+}
+
+// bgRead is the read that watches for the client going away while a
+// handler runs, as net/http's background read does: its end (EOF or
+// an error) cancels the request's context; a byte it gets (a pipelined
+// request) is handed back to the connection.
+type bgRead struct {
+	done   chan struct{}
+	b      [1]byte
+	n      int
+	err    error
+	cancel context.CancelFunc
+}
+
+// startBackgroundRead starts the watch, once the request body (if any)
+// has been read.
+func (c *conn) startBackgroundRead(cancel context.CancelFunc) {
+	if c.bg != nil || c.w > c.r {
+		return // already watching, or the next request is already here
+	}
+	bg := &bgRead{done: make(chan struct{}), cancel: cancel}
+	c.bg = bg
+	c.setReadDeadline(time.Time{}, dlNone)
+	go func() {
+		defer close(bg.done)
+		bg.n, bg.err = c.rwc.Read(bg.b[:])
+		if bg.n == 0 && bg.err != nil && !isTimeout(bg.err) {
+			bg.cancel()
+		}
+	}()
+}
+
+// stopBackgroundRead ends the watch and waits for it, keeping a byte it
+// read. After a client went away, the connection is marked done.
+func (c *conn) stopBackgroundRead() {
+	bg := c.bg
+	if bg == nil {
+		return
+	}
+	c.bg = nil
+	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	<-bg.done
+	c.setReadDeadline(time.Time{}, dlNone)
+	if bg.n > 0 {
+		if c.w == len(c.buf) {
+			c.w = copy(c.buf, c.buf[c.r:c.w])
+			c.r = 0
+		}
+		c.buf[c.w] = bg.b[0]
+		c.w++
+	} else if bg.err != nil && !isTimeout(bg.err) {
+		c.peerDone = true // the client sent its last byte: answer, then close
+	}
+}
+
+// aLongTimeAgo is a deadline in the past, to end a pending read.
+var aLongTimeAgo = time.Unix(1, 0)

@@ -1,0 +1,114 @@
+// Package engine is the HTTP/1.1 server of sluice's servers: a
+// connection loop cheaper than net/http's, in front of the same
+// handlers and the same shared core. It is the servers' engine, not the
+// library's API: the library packages (httpgate and the rest) stay
+// net/http, and HTTP/2, h2c and TLS stay on net/http too (package server
+// refuses EngineFast with either).
+//
+// # Why
+//
+// When the process's own CPU is what is scarce (tens of thousands of
+// requests per second at a core), the cost of an answer decides whether
+// admitted work finishes: net/http spends about twice nginx's CPU on a
+// canned 503, and builds an *http.Request, a header map, a context and a
+// background-read goroutine for every request. The engine answers the
+// common requests (a cache hit, a refusal) from pre-rendered bytes with
+// no allocation, and runs everything else through a net/http bridge, so
+// there is one implementation of every rule.
+//
+// # Parts
+//
+//   - parseHead, the request parser: strict by construction, so that a
+//     request has exactly one reading and no peer in front can read it
+//     another way. Lines end with CRLF only; no obsolete line folding;
+//     field names are tokens followed directly by the colon; values hold
+//     no control byte but HTAB; one Host (HTTP/1.1); the body is framed by
+//     one Content-Length of plain digits or by one Transfer-Encoding that
+//     is exactly "chunked" (HTTP/1.1 only), never both; targets in the four
+//     forms of RFC 9112 as net/http reads them. What it refuses is answered
+//     400 (431 for a head over MaxHeaderBytes, 501 for another transfer
+//     coding, 505 for another version, 417 for an unknown expectation) with
+//     Connection: close, before any handler sees the request, and the
+//     connection closes after a bounded linger. FuzzParseHead checks the
+//     parser against net/http's: whatever the engine accepts, net/http
+//     accepts and reads the same way.
+//   - conn, the connection loop: one goroutine per connection, a 4 KiB
+//     read buffer (grown only for a large head), answers gathered in one
+//     write buffer and flushed when no pipelined request is waiting, after
+//     at most 16 answers (one connection's pipeline cannot hold the
+//     process), or at 32 KiB. Timeouts as connlimit defines them for
+//     net/http: ReadHeaderTimeout from the accept (first request) or the
+//     first byte (later ones), IdleTimeout between requests, SendTimeout
+//     between two writes (renewed on every write; sendfile goes out in
+//     64 KiB steps), BodyTimeout between two reads of a body (through
+//     connlimit.Conn.SetBodyReadDeadline, so connlimit counts it). A
+//     deadline is renewed only when it would move by more than a hundredth
+//     of its timeout, so a busy keep-alive connection arms no timer per
+//     request. ConnState is called at net/http's points, so connlimit's
+//     idle and header-timeout counters work unchanged.
+//   - FastHandler, the fast path: asked first for every request without a
+//     body; it either writes a complete answer (status, pre-rendered header
+//     lines, body; the engine adds Date and Connection) or passes. Request
+//     and Response are views into the connection, valid for the call.
+//     Refusals renders a gate's refusal once per gate, reason and
+//     Retry-After with httpgate.AppendRefusal (the bytes WriteRefusal
+//     writes) and keeps it.
+//   - the net/http bridge (serveHandler): an *http.Request as net/http
+//     would build it (Host and Transfer-Encoding moved out of Header, the
+//     URL from url.ParseRequestURI), a body reader (Content-Length or
+//     chunked, 100 Continue on the first read, trailers checked and
+//     dropped), a background read that cancels the request's context when
+//     the client goes away (a queued request leaves its gate's queue), and
+//     an http.ResponseWriter that follows net/http's head rules
+//     (Content-Length for an answer that ends within 2 KiB, else chunked;
+//     sniffed Content-Type; Date; no body for HEAD, 1xx, 204, 304;
+//     Connection: close when the connection will close), with
+//     http.Flusher, io.ReaderFrom (sendfile) and ResponseController's
+//     deadlines. Panics are logged and close the connection, as in
+//     net/http. Not supported yet: Hijack (upgrades), request trailers
+//     reaching the handler, EnableFullDuplex.
+//   - Server: Serve, Shutdown (stop accepting, close idle connections,
+//     wait for the rest; answers carry Connection: close from then on),
+//     Close and SetKeepAlivesEnabled, as http.Server's, so package server
+//     drives either engine the same way.
+//
+// # Why not fasthttp's server
+//
+// github.com/valyala/fasthttp (v1.78.0) was the first candidate. Its
+// server writes an answer only after the handler returns, so a net/http
+// handler that streams a file under a disk slot cannot run on it as is:
+// its adaptor runs each handler on a goroutine of its own and pipes the
+// body, which drops Content-Length and sendfile. Its timeouts are
+// per-phase deadlines rather than net/http's renewed send and body
+// deadlines, its ConnState points differ (connlimit's counters rely on
+// net/http's), and its parser accepts what the engine must refuse (a field
+// name with a space, "Transfer-Encoding: identity", Content-Length with
+// Transfer-Encoding, read as chunked), so a strict pass over the head was
+// needed anyway, at which point the head was parsed. Measured in one run
+// on one core (docs/bench/serve.md, bench/scripts/serve-refusal-cost.sh):
+// the whole of sluice serve's disk-gate refusal on this engine (path,
+// cache, gate, counters, the answer) cost 30.3 µs of CPU against 30.7 µs
+// for fasthttp's server writing a canned 503 and doing nothing else, and
+// 42.9 µs for net/http's canned 503. The upstream client for the proxy
+// is a separate choice (fasthttp's HostClient remains the candidate).
+//
+// # The proxy on the engine (next step)
+//
+// The proxy moves onto the engine the way serve did: its engine-neutral
+// decisions become a core that both front ends call, and the engine only
+// parses, asks the core, and writes. What becomes engine-neutral in
+// package proxy: the route match (host and path prefix to a route), the
+// quota key (a function of the peer address and a header getter, not of
+// *http.Request: httpgate.KeyFunc takes *http.Request today, so the
+// quota's key needs a second, header-set form), the choice of gate (route,
+// class from the priority header) and the decision itself (admit, queue,
+// refuse with a pre-rendered refusal), and the stale-copy lookup. What the
+// upstream client must do: a keep-alive pool per upstream with a bound,
+// connect/header/idle deadlines, retries by package retry's policy
+// (idempotent methods, budget, Retry-After), the breaker around each
+// upstream, streaming of request and response bodies in both directions
+// with the engine's send and body timeouts, trailers both ways, and
+// upgrades (WebSocket): the engine needs Hijack for those, and tunnels
+// keep their own gate. The engine also needs request bodies on the fast
+// path (a proxied POST), which the bridge's body reader already frames.
+package engine

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/httpgate"
+)
+
+// maxCachedRetryAfter bounds the Retry-After values whose refusals are
+// kept rendered; larger ones (rare: a long backlog) are rendered each
+// time.
+const maxCachedRetryAfter = 64
+
+// Refusals writes gate refusals on the fast path, each rendered once per
+// gate, reason and Retry-After value by httpgate.AppendRefusal (the
+// bytes httpgate.WriteRefusal writes through net/http) and kept. The
+// zero value is ready; it is safe for concurrent use.
+type Refusals struct {
+	cache atomic.Pointer[map[refusalKey]*rendered] // copy on write
+	mu    sync.Mutex                               // serialises writers of cache
+}
+
+type refusalKey struct {
+	gate   string
+	reason admit.Reason
+	retry  int
+}
+
+type rendered struct {
+	status       int
+	header, body []byte
+	close        bool
+}
+
+// Write answers w with the refusal err (a *admit.RejectedError, or any
+// other error as a 500).
+func (f *Refusals) Write(w *Response, err error) {
+	re, ok := err.(*admit.RejectedError)
+	if !ok || re.RetryAfterSeconds() > maxCachedRetryAfter {
+		f.write(w, render(err))
+		return
+	}
+	k := refusalKey{re.Gate(), re.Reason(), re.RetryAfterSeconds()}
+	if m := f.cache.Load(); m != nil {
+		if r, ok := (*m)[k]; ok {
+			f.write(w, r)
+			return
+		}
+	}
+	r := render(err)
+	f.mu.Lock()
+	old := f.cache.Load()
+	m := make(map[refusalKey]*rendered, 1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[k] = r
+	f.cache.Store(&m)
+	f.mu.Unlock()
+	f.write(w, r)
+}
+
+func render(err error) *rendered {
+	status, header, body, closeConn := httpgate.AppendRefusal(nil, err)
+	return &rendered{status, header, body, closeConn}
+}
+
+func (f *Refusals) write(w *Response, r *rendered) {
+	if r.close {
+		w.Close()
+	}
+	w.Write(r.status, r.header, r.body)
+}

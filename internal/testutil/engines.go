@@ -1,0 +1,43 @@
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Engines are the HTTP/1.1 front ends the servers' tests run on: net
+// (net/http) and fast (sluice's engine).
+var Engines = []string{"net", "fast"}
+
+// RunOnEngines is a TestMain body that runs the package's tests once per
+// engine, so that one set of tests checks both front ends: set is called
+// with the engine's name before each run, and a banner names it in the
+// output. SLUICE_TEST_ENGINES (a comma-separated subset, e.g. "fast")
+// narrows the list. After the last run it checks for leaked goroutines
+// as goleak.VerifyTestMain does. It returns the exit code.
+func RunOnEngines(m *testing.M, set func(engine string), opts ...goleak.Option) int {
+	engines := Engines
+	if v := os.Getenv("SLUICE_TEST_ENGINES"); v != "" {
+		engines = strings.Split(v, ",")
+	}
+	code := 0
+	for _, e := range engines {
+		fmt.Printf("=== engine %s\n", e)
+		set(e)
+		if c := m.Run(); c != 0 {
+			fmt.Printf("--- FAIL on engine %s\n", e)
+			code = c
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	return code
+}
