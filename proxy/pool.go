@@ -26,6 +26,11 @@ type pool struct {
 	ejectFor   time.Duration
 	now        func() time.Time
 	logger     *slog.Logger
+	// headerTimeout bounds each attempt's wait for headers, idleTimeout
+	// each wait for a piece of the body (0: none); lateFailure, when
+	// set, is told of an answer that failed after its headers.
+	headerTimeout, idleTimeout time.Duration
+	lateFailure                func()
 
 	mu      sync.Mutex
 	members []*member
@@ -74,7 +79,11 @@ func (p *pool) pick() *member {
 }
 
 // RoundTrip sends req to one instance. It does not modify req: the attempt
-// is a shallow copy with the instance's scheme and host.
+// is a shallow copy with the instance's scheme and host, and the attempt's
+// own context (see attempt). The instance's health is recorded when the
+// answer's body is closed, so that an answer whose body fails counts
+// against it and the instance's inflight count lasts as long as the slot
+// the answer holds.
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := p.pick()
 	out := req
@@ -88,17 +97,28 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.URL = &u
 		out.Host = ""
 	}
-	resp, err := p.next.RoundTrip(out)
-	failed := false
-	switch {
-	case err != nil:
-		// A canceled caller says nothing about the instance.
-		failed = !errors.Is(err, context.Canceled) && req.Context().Err() == nil
-	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout:
-		failed = true
+	a := p.newAttempt(req.Context())
+	resp, err := p.next.RoundTrip(out.WithContext(a.ctx))
+	a.gotHeaders()
+	if err != nil {
+		if a.timedOut() && req.Context().Err() == nil {
+			err = errHeaderTimeout
+		}
+		a.cancel(nil)
+		// A canceled caller (a client gone, or one whose body broke the
+		// call) says nothing about the instance.
+		p.record(m, !errors.Is(err, context.Canceled) && req.Context().Err() == nil)
+		return nil, err
 	}
-	p.record(m, failed)
-	return resp, err
+	failed := resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
+	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
+		// Nothing to read (a tunnel's body is the connection, bounded by
+		// the tunnel's own idle timeout).
+		p.record(m, failed)
+		return resp, nil
+	}
+	resp.Body = &upstreamBody{rc: resp.Body, a: a, p: p, m: m, failed: failed, status: resp.StatusCode, call: req.Context()}
+	return resp, nil
 }
 
 func (p *pool) record(m *member, failed bool) {
