@@ -185,7 +185,7 @@ func TestClientFaultsNeverCountAgainstUpstream(t *testing.T) {
 	wg.Wait()
 	// A body that stalls past the body timeout: 408, with the contract.
 	for _, raw := range []string{
-		"PUT /small HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234",                      // buffered for retries
+		"PUT /small HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234",                    // buffered for retries
 		"POST /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n0123456789", // streamed
 	} {
 		resp, body := rawRequest(t, base, raw)
@@ -349,16 +349,30 @@ func TestCallDeadline(t *testing.T) {
 		t.Fatalf("the call took %v; want about the 500 ms call timeout", took)
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if len(budgets) < 2 || len(budgets) > 3 {
-		t.Fatalf("%d attempts (budgets %v); want 2 or 3 within 500 ms of 200 ms each", len(budgets), budgets)
+	seen := budgets
+	mu.Unlock()
+	if len(seen) < 2 || len(seen) > 3 {
+		t.Fatalf("%d attempts (budgets %v); want 2 or 3 within 500 ms of 200 ms each", len(seen), seen)
 	}
-	for i, b := range budgets {
-		if b <= 0 || b > 0.5 || (i > 0 && b >= budgets[i-1]) {
-			t.Fatalf("attempt budgets %v: want what is left of 0.5 s, shrinking", budgets)
+	for i, b := range seen {
+		if b <= 0 || b > 0.5 || (i > 0 && b >= seen[i-1]) {
+			t.Fatalf("attempt budgets %v: want what is left of 0.5 s, shrinking", seen)
 		}
 	}
+
+	// An attempt's own timeout longer than the call's: cut to the call's.
+	p2 := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 3 * time.Second, CallTimeout: 300 * time.Millisecond,
+		NoBreaker: true, EjectAfter: -1})
+	base2, c2 := front(t, p2)
+	start = time.Now()
+	if code, _, _, _ := get(t, c2, base2+"/slow"); code != http.StatusGatewayTimeout {
+		t.Fatalf("hung upstream, 3 s attempts in a 300 ms call: %d, want 504", code)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the call took %v: an attempt outlived the call's 300 ms", took)
+	}
 	waitIdle(t, p, 5*time.Second)
+	waitIdle(t, p2, 5*time.Second)
 }
 
 // TestRequestTrailersReachUpstream: a chunked request's trailers reach

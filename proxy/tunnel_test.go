@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -80,7 +81,7 @@ func TestUpgradeRefusedUnlessRouteAllows(t *testing.T) {
 	p := mustNew(t, Config{Upstreams: []*url.URL{up}, Routes: []Route{{Name: "ws", PathPrefix: "/ws", Upgrades: []string{"websocket"}}}})
 	base, _ := front(t, p)
 	for _, raw := range []string{
-		strings.Replace(wsHandshake, "/ws", "/other", 1),                 // no route allows it
+		strings.Replace(wsHandshake, "/ws", "/other", 1),                // no route allows it
 		strings.Replace(wsHandshake, "websocket", "custom-protocol", 1), // not listed
 	} {
 		resp, body := rawRequest(t, base, raw)
@@ -129,16 +130,18 @@ func TestTunnelOnItsOwnGate(t *testing.T) {
 		echo(t, t2, br2, "tick")
 		time.Sleep(50 * time.Millisecond)
 	}
-	_ = t1.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := br1.ReadByte(); err == nil {
-		t.Fatal("the quiet tunnel still delivers")
+	_ = t1.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var ne net.Error
+	if _, err := br1.ReadByte(); err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("the quiet tunnel: %v; want it closed", err)
 	}
 	echo(t, t2, br2, "still here")
 	if n := p.CloseTunnels(); n != 1 {
 		t.Fatalf("CloseTunnels cut %d, want 1", n)
 	}
-	if _, err := br2.ReadByte(); err == nil {
-		t.Fatal("a tunnel cut at shutdown still delivers")
+	_ = t2.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := br2.ReadByte(); err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("a tunnel cut at shutdown: %v; want it closed", err)
 	}
 	waitIdle(t, p, 5*time.Second)
 	g := gateByName(p, GateTunnels)
@@ -193,5 +196,38 @@ func TestDecideUpgrade(t *testing.T) {
 	}
 	if isUpgrade(http.Header{"Upgrade": {"websocket"}}) {
 		t.Fatal("an Upgrade header without the Connection token is an upgrade")
+	}
+}
+
+// TestStreamingRouteHoldsOnlyItsGate: a streaming route's long answers
+// hold the route's own gate, never the shared upstream gate, so short
+// requests keep every upstream slot.
+func TestStreamingRouteHoldsOnlyItsGate(t *testing.T) {
+	b := newBlock()
+	up := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/events" {
+			b.ServeHTTP(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "short")
+	})
+	p := mustNew(t, Config{Upstreams: []*url.URL{up}, MaxInflight: 1,
+		Routes: []Route{{Name: "events", PathPrefix: "/events", MaxInflight: 2, Streaming: true}}})
+	base, c := front(t, p)
+	waits := []func(){background(c, http.MethodGet, base+"/events"), background(c, http.MethodGet, base+"/events")}
+	b.next(t)
+	b.next(t)
+	if st := p.State(); st.Routes[0].Gate.Inflight != 2 || st.Upstream.Inflight != 0 {
+		t.Fatalf("two streams: route gate %d, upstream gate %d; want 2 and 0", st.Routes[0].Gate.Inflight, st.Upstream.Inflight)
+	}
+	if code, _, _, body := get(t, c, base+"/short"); code != 200 || body != "short" {
+		t.Fatalf("a short request beside two streams: %d %q", code, body)
+	}
+	if code, rb, _, _ := get(t, c, base+"/events"); code != 503 || rb.Gate != "events" {
+		t.Fatalf("a third stream: %d %+v; want 503 from its route's gate", code, rb)
+	}
+	close(b.release)
+	for _, w := range waits {
+		w()
 	}
 }
