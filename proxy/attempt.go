@@ -14,19 +14,35 @@ import (
 // wait for a piece of its body. The timer runs only while the proxy waits
 // on the upstream: between two reads of the body the proxy is writing to
 // the client, whose slowness is the send timeout's business.
+//
+// Once the headers came, the attempt is the answer's body on its way to
+// the client (one allocation for both): once closed, it records the
+// instance's health, so that a body the upstream cut short or let stall
+// fails the instance, and the breaker, even though the headers looked
+// fine. Failures while the client's side has ended (it left, or its own
+// body broke the call) are nobody's.
 type attempt struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer // nil until needed
 	body   atomic.Bool // past the headers: the timer now times the body
 	idle   time.Duration
+
+	p      *pool
+	m      *member
+	call   context.Context // the attempt's parent: the call
+	rc     io.ReadCloser   // the answer's body
+	failed bool            // the status already failed the instance (502, 504)
+	status int
+	bad    bool // the upstream failed mid-body
+	closed bool
 }
 
 // newAttempt starts an attempt under parent (the call): its headers must
 // come within the pool's header timeout, and within what is left of the
 // proxy's own deadline, whichever is sooner.
-func (p *pool) newAttempt(parent context.Context) *attempt {
-	a := &attempt{idle: p.idleTimeout}
+func (p *pool) newAttempt(parent context.Context, m *member) *attempt {
+	a := &attempt{idle: p.idleTimeout, p: p, m: m, call: parent}
 	a.ctx, a.cancel = context.WithCancelCause(parent)
 	d := p.headerTimeout
 	if left, ok := callOf(parent).ownLeft(p.now()); ok && (d <= 0 || left < d) {
@@ -78,50 +94,34 @@ func (a *attempt) disarm() {
 	}
 }
 
-// upstreamBody is an answer's body on its way to the client. It bounds
-// each wait for the upstream (the attempt's idle timer) and, once closed,
-// records the instance's health: a body the upstream cut short or let
-// stall fails the instance, and the breaker, even though the headers
-// looked fine. Failures while the client's side has ended (it left, or
-// its own body broke the call) are nobody's.
-type upstreamBody struct {
-	rc     io.ReadCloser
-	a      *attempt
-	p      *pool
-	m      *member
-	call   context.Context // the attempt's parent: the call
-	failed bool            // the status already failed the instance (502, 504)
-	status int
-	bad    bool // the upstream failed mid-body
-	closed bool
-}
-
-func (b *upstreamBody) Read(buf []byte) (int, error) {
-	b.a.arm()
-	n, err := b.rc.Read(buf)
-	b.a.disarm()
-	if err != nil && err != io.EOF && !b.bad && b.call.Err() == nil {
-		b.bad = true
-		if c := callOf(b.call); c != nil {
-			c.upstreamFailed.Store(true)
+func (a *attempt) Read(buf []byte) (int, error) {
+	a.arm()
+	n, err := a.rc.Read(buf)
+	a.disarm()
+	if err != nil && err != io.EOF && !a.bad && a.call.Err() == nil {
+		if c := callOf(a.call); c == nil || c.faulted() == nil {
+			a.bad = true
+			if c != nil {
+				c.upstreamFailed.Store(true)
+			}
 		}
-		if errors.Is(context.Cause(b.a.ctx), errBodyIdle) {
+		if errors.Is(context.Cause(a.ctx), errBodyIdle) {
 			err = errBodyIdle
 		}
 	}
 	return n, err
 }
 
-func (b *upstreamBody) Close() error {
-	err := b.rc.Close()
-	if !b.closed {
-		b.closed = true
-		b.a.disarm()
-		b.p.record(b.m, b.failed || b.bad)
-		if b.bad && countedSuccess(b.status) && b.p.lateFailure != nil {
-			b.p.lateFailure()
+func (a *attempt) Close() error {
+	err := a.rc.Close()
+	if !a.closed {
+		a.closed = true
+		a.disarm()
+		a.p.record(a.m, a.failed || a.bad)
+		if a.bad && countedSuccess(a.status) && a.p.lateFailure != nil {
+			a.p.lateFailure()
 		}
-		b.a.cancel(nil)
+		a.cancel(nil)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,9 +32,9 @@ const (
 // upstreamError) share. It is the request's context too, so that reaching
 // it costs a Value lookup and no context of its own:
 //
-//   - it can be canceled with a cause: a client fault (its body) ends the
-//     call, and every layer below sees a canceled call, which retry and
-//     the pool never hold against the upstream;
+//   - a client fault (its body failed) is recorded in it; the pool then
+//     ends the attempt as canceled, which neither the retry policy (and so
+//     the breaker and throttling) nor the pool holds against the upstream;
 //   - Deadline reports the sooner of the client's deadline (Request-Timeout)
 //     and the proxy's own total deadline (Config.CallTimeout). The retry
 //     policy reads it to fit attempts inside and to send what is left to
@@ -42,8 +43,7 @@ const (
 //     answer's body: a long download is bounded by the idle timeouts
 //     instead, so nothing cancels the call when it passes.
 type call struct {
-	context.Context // the request's context, canceled by cancel
-	cancel          context.CancelCauseFunc
+	context.Context // the request's context
 	route           *route
 	in              *http.Request // the inbound request, for the stale key
 	own             time.Time     // the proxy's total deadline; zero: none
@@ -63,8 +63,7 @@ type call struct {
 type callKey struct{}
 
 func newCall(r *http.Request, rt *route, total time.Duration, now time.Time) *call {
-	c := &call{route: rt, in: r}
-	c.Context, c.cancel = context.WithCancelCause(r.Context())
+	c := &call{Context: r.Context(), route: rt, in: r}
 	if total > 0 {
 		c.own = now.Add(total)
 	}
@@ -102,15 +101,14 @@ func (c *call) ownLeft(now time.Time) (time.Duration, bool) {
 	return c.own.Sub(now), true
 }
 
-// clientFault records that the client broke the call (its body failed)
-// and ends it. The first fault is kept.
+// clientFault records that the client broke the call (its body failed).
+// The first fault is kept.
 func (c *call) clientFault(err error) {
 	c.mu.Lock()
 	if c.fault == nil {
 		c.fault = err
 	}
 	c.mu.Unlock()
-	c.cancel(errClientFault)
 }
 
 // faulted returns the client's fault, if any.
@@ -120,8 +118,9 @@ func (c *call) faulted() error {
 	return c.fault
 }
 
-// errClientFault is the call's cancel cause when the client broke it.
-var errClientFault = errors.New("proxy: the client broke the request")
+// errClientFault ends an attempt the client's body broke. It is a
+// cancellation: the retry policy counts nothing for a canceled attempt.
+var errClientFault = fmt.Errorf("proxy: the client's request body failed: %w", context.Canceled)
 
 // abortOutcome is the outcome of a call whose ReverseProxy aborted the
 // answer midway (net/http's ErrAbortHandler panic: the answer cannot be
@@ -150,9 +149,9 @@ func abortOutcome(clientFault, clientGone, upstreamFailed bool) (admit.Outcome, 
 
 // clientBody is the inbound request body on its way to the upstream. A
 // read that fails (a malformed chunked body, a client that left, one past
-// the body timeout) is the client's fault: it ends the call before the
-// error reaches the transport, so nothing below counts it against the
-// upstream.
+// the body timeout) is the client's fault: it is recorded in the call
+// before the error reaches the transport, so nothing below counts it
+// against the upstream.
 type clientBody struct {
 	rc io.ReadCloser
 	c  *call

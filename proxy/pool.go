@@ -86,38 +86,50 @@ func (p *pool) pick() *member {
 // the answer holds.
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := p.pick()
-	out := req
+	a := p.newAttempt(req.Context(), m)
+	out := req.WithContext(a.ctx)
 	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme || req.Host != "" {
 		// Another instance than the one the request was rewritten for
-		// (the first): copy it. With one upstream this never happens.
-		out = new(http.Request)
-		*out = *req
+		// (the first). With one upstream this never happens.
 		u := *req.URL
 		u.Scheme, u.Host = m.url.Scheme, m.url.Host
 		out.URL = &u
 		out.Host = ""
 	}
-	a := p.newAttempt(req.Context())
-	resp, err := p.next.RoundTrip(out.WithContext(a.ctx))
+	resp, err := p.next.RoundTrip(out)
 	a.gotHeaders()
 	if err != nil {
-		if a.timedOut() && req.Context().Err() == nil {
+		a.cancel(nil)
+		c := callOf(req.Context())
+		switch {
+		case c != nil && c.faulted() != nil:
+			// The client's body broke the attempt: nothing against the
+			// instance, and a cancellation to the retry policy, so that
+			// neither the breaker nor throttling counts it.
+			err = errClientFault
+		case a.timedOut() && req.Context().Err() == nil:
 			err = errHeaderTimeout
 		}
-		a.cancel(nil)
 		// A canceled caller (a client gone, or one whose body broke the
 		// call) says nothing about the instance.
 		p.record(m, !errors.Is(err, context.Canceled) && req.Context().Err() == nil)
 		return nil, err
 	}
-	failed := resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
-	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
-		// Nothing to read (a tunnel's body is the connection, bounded by
-		// the tunnel's own idle timeout).
-		p.record(m, failed)
+	a.failed = resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
+	a.status = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// A tunnel: its body is the connection, bounded by the tunnel's
+		// own idle timeout, and the attempt's context must outlive it.
+		p.record(m, a.failed)
 		return resp, nil
 	}
-	resp.Body = &upstreamBody{rc: resp.Body, a: a, p: p, m: m, failed: failed, status: resp.StatusCode, call: req.Context()}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		a.cancel(nil)
+		p.record(m, a.failed)
+		return resp, nil
+	}
+	a.rc = resp.Body
+	resp.Body = a
 	return resp, nil
 }
 

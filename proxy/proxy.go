@@ -456,7 +456,6 @@ func (p *Proxy) admission(mw *httpgate.Middleware, rt *route) http.Handler {
 // deadline set, and an answer aborted midway recorded as what it was.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) {
 	c := newCall(r, rt, p.cfg.CallTimeout, p.now())
-	defer c.cancel(nil)
 	defer p.guardClient(w, r)()
 	out := r.WithContext(c)
 	if r.Body != nil && r.Body != http.NoBody {
@@ -558,11 +557,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	// Only an allowed tunnel is sent the upgrade; anything else (an h2c
 	// offer) goes as the plain request it also is.
-	if c := callOf(pr.Out.Context()); c == nil || c.tunnel == nil {
-		pr.Out.Header.Del("Upgrade")
-		pr.Out.Header.Del("Http2-Settings")
-		if len(pr.Out.Header["Connection"]) > 0 {
-			pr.Out.Header.Del("Connection")
+	if h := pr.Out.Header; len(h["Upgrade"]) > 0 {
+		if c := callOf(pr.Out.Context()); c == nil || c.tunnel == nil {
+			delete(h, "Upgrade") // canonical keys: no Del, which canonicalizes
+			delete(h, "Http2-Settings")
+			delete(h, "Connection")
 		}
 	}
 }

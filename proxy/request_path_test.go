@@ -281,12 +281,13 @@ func TestUpstreamIdleCountsOnlyWaitsForUpstream(t *testing.T) {
 		pl := newPool([]*url.URL{{Scheme: "http", Host: "x"}}, nil, 1, time.Hour, time.Now, nil)
 		pl.idleTimeout = idle
 		m := pl.pick()
-		a := pl.newAttempt(t.Context())
+		a := pl.newAttempt(t.Context(), m)
 		a.gotHeaders()
 		pr, pw := io.Pipe()
 		stop := context.AfterFunc(a.ctx, func() { pr.CloseWithError(context.Cause(a.ctx)) }) // as the transport does
 		defer stop()
-		b := &upstreamBody{rc: pr, a: a, p: pl, m: m, status: 200, call: t.Context()}
+		a.rc, a.status = pr, 200
+		b := a // the answer's body
 		third, wrote := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(wrote)

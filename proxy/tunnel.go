@@ -256,8 +256,10 @@ func (p *Proxy) CloseTunnels() int {
 // forwardTunnel proxies an allowed upgrade, holding a slot of the tunnels
 // gate (taken by the caller's Guard) for the tunnel's life.
 func (p *Proxy) forwardTunnel(w http.ResponseWriter, r *http.Request, rt *route) {
-	c := newCall(r, rt, p.cfg.CallTimeout, p.now())
-	defer c.cancel(nil)
+	// No call deadline: the upstream would read the Request-Timeout it
+	// propagates as the tunnel's lifetime. The handshake waits at most
+	// HeaderTimeout per attempt.
+	c := newCall(r, rt, 0, p.now())
 	t := &tunnel{set: p.tunnels}
 	c.tunnel = t
 	defer func() {

@@ -21,8 +21,9 @@ const wsHandshake = "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgra
 
 // echoUpgrader is a raw upstream that accepts any upgrade it is asked
 // for (h2c included) with 101 and then echoes bytes, and answers a plain
-// request 200 "plain". It counts the upgrades it was asked for.
-func echoUpgrader(t *testing.T, asked *atomic.Int64) *url.URL {
+// request 200 "plain". It counts the upgrades it was asked for, and those
+// that came with a Request-Timeout.
+func echoUpgrader(t *testing.T, asked *atomic.Int64, budgeted ...*atomic.Int64) *url.URL {
 	return rawUpstream(t, func(c net.Conn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
@@ -32,6 +33,9 @@ func echoUpgrader(t *testing.T, asked *atomic.Int64) *url.URL {
 		}
 		if up := req.Header.Get("Upgrade"); up != "" {
 			asked.Add(1)
+			if req.Header.Get("Request-Timeout") != "" && len(budgeted) > 0 {
+				budgeted[0].Add(1)
+			}
 			fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", up)
 			_, _ = io.Copy(c, br)
 			return
@@ -99,8 +103,8 @@ func TestUpgradeRefusedUnlessRouteAllows(t *testing.T) {
 // closed after the idle timeout; CloseTunnels cuts the rest and says how
 // many.
 func TestTunnelOnItsOwnGate(t *testing.T) {
-	var asked atomic.Int64
-	up := echoUpgrader(t, &asked)
+	var asked, budgeted atomic.Int64
+	up := echoUpgrader(t, &asked, &budgeted)
 	p := mustNew(t, Config{Upstreams: []*url.URL{up}, MaxInflight: 1, MaxTunnels: 2, TunnelIdleTimeout: 300 * time.Millisecond,
 		Routes: []Route{{Name: "ws", PathPrefix: "/ws", MaxInflight: 1, Upgrades: []string{"WebSocket"}}}})
 	base, c := front(t, p)
@@ -150,6 +154,9 @@ func TestTunnelOnItsOwnGate(t *testing.T) {
 	}
 	if st := p.State().Tunnels; st.ShutdownCut != 1 || st.IdleClosed != 1 || st.Open != 0 {
 		t.Fatalf("tunnels %+v", st)
+	}
+	if n := budgeted.Load(); n != 0 {
+		t.Fatalf("%d handshakes carried a Request-Timeout, which the upstream would apply to the tunnel", n)
 	}
 }
 
