@@ -337,7 +337,9 @@ func TestCallDeadline(t *testing.T) {
 		mu.Unlock()
 		<-stop // never answers
 	})
-	p := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 200 * time.Millisecond, CallTimeout: 500 * time.Millisecond,
+	// A second's call of 200 ms attempts: four or five fit (a stall of a
+	// loaded machine can cost one), each told what is left.
+	p := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 200 * time.Millisecond, CallTimeout: time.Second,
 		MaxAttempts: 10, NoBreaker: true, EjectAfter: -1})
 	base, c := front(t, p)
 	start := time.Now()
@@ -346,18 +348,18 @@ func TestCallDeadline(t *testing.T) {
 	if code != http.StatusGatewayTimeout || !strings.Contains(body, "UPSTREAM_TIMEOUT") {
 		t.Fatalf("hung upstream: %d %q; want 504 UPSTREAM_TIMEOUT", code, body)
 	}
-	if took < 400*time.Millisecond || took > 3*time.Second {
-		t.Fatalf("the call took %v; want about the 500 ms call timeout", took)
+	if took < 600*time.Millisecond || took > 4*time.Second { // it may stop early when a backoff does not fit
+		t.Fatalf("the call took %v; want about the 1 s call timeout", took)
 	}
 	mu.Lock()
 	seen := budgets
 	mu.Unlock()
-	if len(seen) < 2 || len(seen) > 3 {
-		t.Fatalf("%d attempts (budgets %v); want 2 or 3 within 500 ms of 200 ms each", len(seen), seen)
+	if len(seen) < 2 || len(seen) > 5 {
+		t.Fatalf("%d attempts (budgets %v); want 2 to 5 within 1 s of 200 ms each", len(seen), seen)
 	}
 	for i, b := range seen {
-		if b <= 0 || b > 0.5 || (i > 0 && b >= seen[i-1]) {
-			t.Fatalf("attempt budgets %v: want what is left of 0.5 s, shrinking", seen)
+		if b <= 0 || b > 1 || (i > 0 && b >= seen[i-1]) {
+			t.Fatalf("attempt budgets %v: want what is left of 1 s, shrinking", seen)
 		}
 	}
 

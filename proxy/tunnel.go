@@ -262,14 +262,18 @@ func (p *Proxy) forwardTunnel(w http.ResponseWriter, r *http.Request, rt *route)
 	c := newCall(r, rt, 0, p.now())
 	t := &tunnel{set: p.tunnels}
 	c.tunnel = t
+	returned := false
 	defer func() {
+		c.returned.Store(true)
 		p.tunnels.end(t)
 		if o, ok := t.outcome(); ok {
 			httpgate.SetOutcome(r.Context(), o)
+		} else if o, ok := c.abortOutcome(); ok && !returned {
+			httpgate.SetOutcome(r.Context(), o) // an answer (not a 101) aborted midway
 		}
 	}()
 	p.rp.ServeHTTP(&tunnelWriter{ResponseWriter: w, t: t}, r.WithContext(c))
-	c.returned.Store(true)
+	returned = true
 }
 
 // tunnelWriter hands the ReverseProxy the client's connection, wrapped to

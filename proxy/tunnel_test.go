@@ -105,7 +105,9 @@ func TestUpgradeRefusedUnlessRouteAllows(t *testing.T) {
 func TestTunnelOnItsOwnGate(t *testing.T) {
 	var asked, budgeted atomic.Int64
 	up := echoUpgrader(t, &asked, &budgeted)
-	p := mustNew(t, Config{Upstreams: []*url.URL{up}, MaxInflight: 1, MaxTunnels: 2, TunnelIdleTimeout: 300 * time.Millisecond,
+	// An idle timeout long enough that a loaded machine's stall does not
+	// cut the tunnel kept busy.
+	p := mustNew(t, Config{Upstreams: []*url.URL{up}, MaxInflight: 1, MaxTunnels: 2, TunnelIdleTimeout: time.Second,
 		Routes: []Route{{Name: "ws", PathPrefix: "/ws", MaxInflight: 1, Upgrades: []string{"WebSocket"}}}})
 	base, c := front(t, p)
 	t1, br1 := dialTunnel(t, base)
@@ -132,7 +134,7 @@ func TestTunnelOnItsOwnGate(t *testing.T) {
 			t.Fatal("a quiet tunnel was not closed")
 		}
 		echo(t, t2, br2, "tick")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	_ = t1.SetReadDeadline(time.Now().Add(2 * time.Second))
 	var ne net.Error
