@@ -230,12 +230,13 @@ func TestClientFaultsNeverCountAgainstUpstream(t *testing.T) {
 // outcome error, the instance and the breaker count the failure, and
 // while it stalled /state showed the instance busy as the gate did.
 func TestStalledUpstreamBodyReleasesSlot(t *testing.T) {
-	stop := make(chan struct{})
+	stop, stalled := make(chan struct{}), make(chan struct{}, 1)
 	defer close(stop)
 	up := rawUpstream(t, func(c net.Conn) {
 		defer c.Close()
 		readRequestHead(c)
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial")
+		stalled <- struct{}{}
 		<-stop
 	})
 	p := mustNew(t, Config{Upstreams: []*url.URL{up}, UpstreamIdleTimeout: 150 * time.Millisecond, EjectAfter: 1, EjectFor: time.Hour,
@@ -250,7 +251,7 @@ func TestStalledUpstreamBodyReleasesSlot(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitBusy(t, p)
+	<-stalled // the instance was picked before the request reached it
 	if st := p.State(); st.Upstream.Inflight != 1 || st.Upstreams[0].Inflight != 1 {
 		t.Fatalf("while the body stalls: gate inflight %d, instance inflight %d; want both 1", st.Upstream.Inflight, st.Upstreams[0].Inflight)
 	}
