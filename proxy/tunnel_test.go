@@ -240,3 +240,37 @@ func TestStreamingRouteHoldsOnlyItsGate(t *testing.T) {
 		w()
 	}
 }
+
+// FuzzUpgradeAndCacheHeaders: the request path's header parsers never
+// panic, an h2c offer is never tunnelled whatever a route allows, and an
+// answer whose Cache-Control names private is never stored.
+func FuzzUpgradeAndCacheHeaders(f *testing.F) {
+	f.Add("Upgrade", "websocket", "max-age=60", "Accept-Encoding")
+	f.Add("keep-alive, Upgrade", "h2c, websocket/13", "Private", "*")
+	f.Add("upgrade", "", "no-store,", ",,")
+	f.Add("Upgrade", "\x00h2c", "private=\"x\"", "Accept-Language, Cookie")
+	f.Fuzz(func(t *testing.T, connection, upgrade, cacheControl, vary string) {
+		h := http.Header{"Connection": {connection}, "Upgrade": {upgrade}}
+		offered := upgradeProtocols(h)
+		_ = isUpgrade(h)
+		for _, allowed := range [][]string{nil, {"websocket"}, offered} {
+			if d := decideUpgrade(offered, allowed); d == upgradeTunnel {
+				for _, p := range offered {
+					if p == protoH2C {
+						t.Fatalf("offer %q tunnelled on a route allowing %q", upgrade, allowed)
+					}
+				}
+			}
+		}
+		r, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Cache-Control": {cacheControl}, "Vary": {vary}}}
+		if storable(r, resp, 1<<20) {
+			for _, d := range directives([]string{cacheControl}) {
+				if d == "private" || d == "no-store" || d == "no-cache" {
+					t.Fatalf("stored with Cache-Control %q", cacheControl)
+				}
+			}
+		}
+		_ = varyValues(r, varyNames(resp.Header))
+	})
+}
