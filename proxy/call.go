@@ -197,11 +197,10 @@ func clientFaultStatus(err error, gone bool) (int, string) {
 // measured.
 func answerClientFault(w http.ResponseWriter, r *http.Request, err error) {
 	httpgate.SetOutcome(r.Context(), admit.OutcomeDropped)
-	gone := false
 	if c := callOf(r.Context()); c != nil {
 		r = c.in
 	}
-	gone = r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded)
+	gone := r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded)
 	status, code := clientFaultStatus(err, gone)
 	if code == "" {
 		w.WriteHeader(status)
