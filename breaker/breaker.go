@@ -286,6 +286,33 @@ func (c Call) DoneAt(r Result, now time.Time) {
 	b.logTransition(ev)
 }
 
+// LateFailure records that a call already ended with Success failed after
+// all, as a caller learns when an answer whose headers were good then
+// stalls or is cut short in its body. Closed, one success of the window
+// becomes a failure (the call is not counted twice) and the ratio is
+// judged again; half-open, it fails like a probe and opens the breaker;
+// open, there is nothing to change.
+func (b *Breaker) LateFailure() { b.LateFailureAt(b.now()) }
+
+// LateFailureAt is LateFailure at time now instead of the breaker's clock.
+func (b *Breaker) LateFailureAt(now time.Time) {
+	b.mu.Lock()
+	var ev *transition
+	switch b.state {
+	case Closed:
+		b.roll(now)
+		b.buckets[b.cur].add(bucket{failures: 1})
+		b.sum.add(bucket{failures: 1})
+		if b.sum.calls >= b.minCalls && b.failureRatio > 0 && float64(b.sum.failures)/float64(b.sum.calls) >= b.failureRatio {
+			ev = b.setState(Open, now)
+		}
+	case HalfOpen:
+		ev = b.setState(Open, now)
+	}
+	b.mu.Unlock()
+	b.logTransition(ev)
+}
+
 // record counts one result. Callers hold mu.
 func (b *Breaker) record(r Result, slow bool, now time.Time) *transition {
 	switch b.state {

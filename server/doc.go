@@ -63,7 +63,10 @@
 //     passes, the remaining connections are closed and Serve reports what
 //     was cut short (slots still held per gate, connections still open) in
 //     the log and in a *CutShortError;
-//  6. shuts the admin listener down last, so the drain can be watched.
+//  6. closes the connections the handler took over (Config.CloseHijacked:
+//     upgrade tunnels), which the drain does not wait for, and says how
+//     many it cut instead of reporting a clean shutdown;
+//  7. shuts the admin listener down last, so the drain can be watched.
 //
 // Server.Abort (a second SIGINT or SIGTERM, in sluice serve) ends steps 2
 // to 5 at once: every connection is closed, the log says what was cut,

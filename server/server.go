@@ -168,6 +168,13 @@ type Config struct {
 	// before the gates close (the lab ends its held work here).
 	OnShutdown []func()
 
+	// CloseHijacked, if set, closes the connections the handler took over
+	// (Hijack: upgrade tunnels), which http.Server.Shutdown neither waits
+	// for nor closes, and returns how many it closed. Shutdown calls it
+	// once the requests have drained or been cut; a nonzero count means
+	// the shutdown cut work, so it is not reported clean. Nil: none.
+	CloseHijacked func() int
+
 	// Logger receives start, shutdown and cut-short records. Nil means
 	// silent.
 	Logger *slog.Logger
@@ -243,6 +250,7 @@ type Server struct {
 	extras   map[string]func() any
 	timeout  time.Duration
 	hooks    []func()
+	hijacked func() int
 	logger   *slog.Logger
 	delay    time.Duration
 	draining atomic.Bool
@@ -356,6 +364,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		logger:  cfg.Logger,
 		abort:   make(chan struct{}),
 	}
+	s.hijacked = cfg.CloseHijacked
 	handler := cfg.Handler
 	if handler == nil {
 		handler = http.NotFoundHandler()
@@ -567,6 +576,10 @@ func (s *Server) shutdown() error {
 	for _, g := range s.gates {
 		g.Close() // also when the wait was skipped
 	}
+	cutHijacked := 0
+	if s.hijacked != nil {
+		cutHijacked = s.hijacked()
+	}
 	if s.adminSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
 		if s.aborted() {
@@ -577,8 +590,11 @@ func (s *Server) shutdown() error {
 		}
 		cancel()
 	}
-	if cut == nil {
+	switch {
+	case cut == nil && cutHijacked == 0:
 		s.log(slog.LevelInfo, "shut down cleanly")
+	case cut == nil:
+		s.log(slog.LevelWarn, "shut down; cut connections the handler had taken over", slog.Int("hijacked", cutHijacked))
 	}
 	return cut
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
@@ -73,6 +74,41 @@ type proxyOptions struct {
 	ejectFor      time.Duration
 	staleIfError  time.Duration
 	queueFlags    // --queue-discipline, --priority-header, --class-share: as serve's
+	requestPath   // --timeout, --upstream-idle-timeout, --max-tunnels, --tunnel-idle-timeout
+}
+
+// requestPath are the flags bounding one request's way through the proxy
+// and its tunnels.
+type requestPath struct {
+	callTimeout  time.Duration
+	upstreamIdle time.Duration
+	maxTunnels   int64
+	tunnelIdle   time.Duration
+}
+
+func (o *requestPath) register(fs *flag.FlagSet) {
+	fs.DurationVar(&o.callTimeout, "timeout", proxy.DefaultCallTimeout, "longest wait for the upstream's answer, every attempt and retry included (each attempt gets\n"+
+		"at most --upstream-timeout, and no more than is left); the upstream is sent what is left in Request-Timeout")
+	fs.DurationVar(&o.upstreamIdle, "upstream-idle-timeout", proxy.DefaultUpstreamIdleTimeout, "cut an answer whose body the upstream stops sending for this long (counted against the upstream;\n"+
+		"time spent writing to a slow client does not count)")
+	fs.Int64Var(&o.maxTunnels, "max-tunnels", proxy.DefaultMaxTunnels, "slots of the \"tunnels\" gate: upgraded connections (WebSocket) open at once, for routes whose \"upgrades\" allow them")
+	fs.DurationVar(&o.tunnelIdle, "tunnel-idle-timeout", proxy.DefaultTunnelIdleTimeout, "close a tunnel with no byte either way for this long")
+}
+
+func (o *requestPath) validate() []error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"timeout", o.callTimeout}, {"upstream-idle-timeout", o.upstreamIdle}, {"tunnel-idle-timeout", o.tunnelIdle}} {
+		if err := checkDuration(d.name, d.v, minTimeout, maxTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.maxTunnels < 1 || o.maxTunnels > admit.MaxCapacity {
+		errs = append(errs, fmt.Errorf("--max-tunnels %d: want 1 to %d", o.maxTunnels, admit.MaxCapacity))
+	}
+	return errs
 }
 
 func (o *proxyOptions) register(fs *flag.FlagSet) {
@@ -92,6 +128,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ejectFor, "eject-for", proxy.DefaultEjectFor, "how long an ejected instance gets no traffic")
 	o.queueFlags.register(fs, "upstream")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
+	o.requestPath.register(fs)
 }
 
 // proxyConfig validates the flags and builds the proxy's Config. Errors
@@ -131,6 +168,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	if _, err := o.queueFlags.compile(o.queue); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.requestPath.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return proxy.Config{}, err
 	}
@@ -153,6 +191,11 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		EjectFor:     o.ejectFor,
 		StaleIfError: o.staleIfError,
 		Logger:       logger,
+		// The request path's own bounds (requestPath).
+		CallTimeout:         o.callTimeout,
+		UpstreamIdleTimeout: o.upstreamIdle,
+		MaxTunnels:          o.maxTunnels,
+		TunnelIdleTimeout:   o.tunnelIdle,
 	}
 	if o.ejectAfter == 0 {
 		cfg.EjectAfter = -1
@@ -182,7 +225,10 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		"A reverse proxy that protects the service behind it: a concurrency gate toward the upstream\n"+
 		"(fixed or adaptive), per-route gates, quotas and costs (--config), retries within a budget,\n"+
 		"a circuit breaker, deadline propagation and stale-if-error. Every refusal is 503 or 429 with\n"+
-		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.")
+		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.\n"+
+		"A client's own faults (a malformed or stalled body, leaving) are answered 400/408/499 and never\n"+
+		"counted against the upstream; upgrades (WebSocket) are tunnelled only where a route allows them,\n"+
+		"on their own \"tunnels\" gate, and h2c upgrades never.")
 	var so serveOptions
 	so.register(fs)
 	var po proxyOptions
@@ -264,6 +310,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		MaxConcurrentStreams: so.maxStreams,
 		Logger:               logger,
 		Pprof:                so.pprof,
+		CloseHijacked:        p.CloseTunnels, // tunnels: the drain does not wait for them
 	})
 	if err != nil {
 		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
@@ -329,7 +376,7 @@ func hasRouteQuota(routes []proxy.Route) bool {
 // one of the proxy's own refusal points: their refusals, metrics and
 // fleet keys would be mixed up.
 func checkQuotaNames(quotas quotaList, routes []proxy.Route) error {
-	taken := map[string]bool{proxy.GateUpstream: true, proxy.GateBreaker: true, proxy.GateRetry: true}
+	taken := map[string]bool{proxy.GateUpstream: true, proxy.GateBreaker: true, proxy.GateRetry: true, proxy.GateTunnels: true}
 	for _, rt := range routes {
 		taken[rt.Name], taken[rt.QuotaName()] = true, true
 	}
