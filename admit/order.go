@@ -237,13 +237,7 @@ func (g *Gate) grantOrdered() {
 	aging := g.aging >= 0 && classes > 1
 	g.round++
 	var blocked *waiter
-	for {
-		if int64(g.state.Load()&usedMask) >= c {
-			return
-		}
-		if blocked != nil && blocked.overtaken >= g.maxOvertakes {
-			return
-		}
+	for g.mayGrant(c, blocked) {
 		var deficit [numClasses]bool
 		if g.hasShares {
 			used := g.classUsed()
@@ -279,30 +273,9 @@ func (g *Gate) grantOrdered() {
 		if g.expire(w, now) {
 			continue
 		}
-		g.acct.RLock()
-		used, ok := g.take(w.n, true)
-		if ok {
-			g.slowUsed.Add(w.n)
-			if w.class != 0 {
-				g.perClass[w.class].used.Add(w.n)
-			}
-		}
-		g.acct.RUnlock()
-		if ok {
-			g.unlink(w)
-			w.state = waiterGranted
-			if used > g.peak.Load() {
-				g.raisePeak(used)
-			}
-			if blocked != nil {
-				blocked.overtaken++
-			}
-			w.ready <- struct{}{}
-		} else if blocked == nil {
-			blocked = w
-			if g.maxOvertakes < 0 {
-				return
-			}
+		var stop bool
+		if blocked, stop = g.handOver(w, blocked); stop {
+			return
 		}
 	}
 }
