@@ -425,8 +425,12 @@ func TestSheddingDuringAReleaseOfAnotherClass(t *testing.T) {
 		rounds /= 4
 	}
 	for round := range rounds {
-		g := mustGate(t, admit.Config{Capacity: 2, MaxWaiters: 1, MaxWait: -1, ClassAging: -1,
-			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.5}})
+		g := mustGate(t, admit.Config{
+			Capacity:   2,
+			MaxWaiters: 1,
+			MaxWait:    -1,
+			Queueing:   admit.Queueing{ClassAging: -1, ClassShares: admit.ClassShares{admit.ClassSheddable: 0.5}},
+		})
 		held, err := g.TryAcquireFor(admit.Request{Weight: 2, Class: admit.ClassSheddable})
 		if err != nil {
 			t.Fatal(err)

@@ -62,9 +62,9 @@
 //   - Stats: an atomic snapshot of every counter; Observer: a hook per
 //     decision and per completion (GrantObserver: a cheaper one for
 //     grants, for an observer that needs only the slots in use).
-//   - Queue disciplines (Config.Discipline): FIFO (the zero value), LIFO
+//   - Queue disciplines (Config.Queueing): FIFO (the zero value), LIFO
 //     and CoDel-style controlled delay; priority classes (Request.Class,
-//     Config.ClassShares, Config.ClassAging); deadline-aware admission;
+//     Queueing.ClassShares, Queueing.ClassAging); deadline-aware admission;
 //     and the oldest waiter's age (Gate.OldestWait, Stats.OldestWait).
 //     See "Queues under pressure" below.
 //

@@ -71,11 +71,12 @@ func doneField(s uint64) uint64 { return s >> doneShift & doneMask }
 //	SampleEvery    every permit with an Observer, else   error
 //	               DefaultSampleEvery (8)
 //	MaxRetryAfter  DefaultMaxRetryAfter (30s)            error
-//	Discipline     DisciplineFIFO                        -
-//	CoDelTarget    DefaultCoDelTarget (5ms)              error
-//	CoDelInterval  DefaultCoDelInterval (100ms)          error
-//	ClassShares    no guaranteed shares                  error
-//	ClassAging     MaxWait/2 (500ms without a MaxWait)   queued age never counts
+//	Queueing       FIFO, no class shares                 see Queueing's fields:
+//	 .Discipline   DisciplineFIFO                        -
+//	 .CoDelTarget  DefaultCoDelTarget (5ms)              error
+//	 .CoDelInterval DefaultCoDelInterval (100ms)         error
+//	 .ClassShares  no guaranteed shares                  error
+//	 .ClassAging   MaxWait/2 (500ms without a MaxWait)   queued age never counts
 //	NoDeadlineCheck deadline-aware admission on          -
 type Config struct {
 	// Name is the gate's label in errors and metrics ("disk", "upstream").
@@ -133,36 +134,11 @@ type Config struct {
 	// DefaultMaxRetryAfter; negative is an error.
 	MaxRetryAfter time.Duration
 
-	// Discipline is the order the queue is served in (within a class; see
-	// Class): FIFO (the zero value), LIFO or CoDel. It matters only with a
-	// queue.
-	Discipline Discipline
-
-	// CoDelTarget and CoDelInterval tune DisciplineCoDel: once the queue
-	// has not been empty for CoDelInterval, a newcomer waits at most
-	// CoDelTarget (and MaxWait), else at most CoDelInterval (and MaxWait).
-	// Zero means DefaultCoDelTarget and DefaultCoDelInterval; negative is
-	// an error, and so is a target above the interval.
-	CoDelTarget, CoDelInterval time.Duration
-
-	// ClassShares guarantees classes a minimum share of the capacity (see
-	// ClassShares). The zero value guarantees nothing.
-	ClassShares ClassShares
-
-	// ClassAging is how long a queued caller waits before its class stops
-	// mattering: when the queue holds more than one class, a waiter queued
-	// for ClassAging is served as if it were critical_plus, so a steady
-	// stream of higher classes cannot overtake old work for ever. Zero
-	// means MaxWait/2 (500ms when MaxWait is negative); negative means
-	// queued age never counts.
-	ClassAging time.Duration
-
-	// ContextClass makes AcquireFor take the class from the caller's
-	// context (see WithClass) when the Request leaves it zero: for gates
-	// entered deep inside code that does not know about classes, such as
-	// a file server's disk reads, while a middleware read the class from
-	// the request. Off by default, as it costs a context lookup.
-	ContextClass bool
+	// Queueing is how the queue orders and sheds its waiters: the
+	// discipline, CoDel's tuning, priority-class shares and aging, and
+	// where a class comes from. The zero value is FIFO with no shares.
+	// SetQueueing changes it on a running gate.
+	Queueing
 
 	// NoDeadlineCheck turns off deadline-aware admission: by default, when
 	// the gate measures hold times, AcquireFor refuses at once (ReasonDeadline)

@@ -127,7 +127,7 @@
 // (--queue-discipline, --priority-header, --class-share, or the proxy's
 // route fields of the same meaning). Compile checks them against the
 // gate's queue size, with errors naming the caller's words for each rule,
-// and returns the admit.QueuePolicy and the ClassFromHeader middleware, so
+// and returns the admit.Queueing and the ClassFromHeader middleware, so
 // `sluice serve` and `sluice proxy` cannot give them two meanings.
 //
 // # Costs

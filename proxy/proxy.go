@@ -298,9 +298,8 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 		// does, a queue without its own bound waits a quarter of it.
 		maxWait = limit.QueueWaitFor(time.Duration(l.SLO))
 	}
-	pol := compiled.Policy
 	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
-		Discipline: pol.Discipline, ClassShares: pol.ClassShares, ContextClass: pol.ContextClass})
+		Queueing: compiled.Policy})
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}

@@ -124,7 +124,7 @@ func (o *admissionOptions) observer(base admit.Observer, logger *slog.Logger) (a
 // limit, and wraps h so the priority header reaches the gate.
 func (o *admissionOptions) wire(logger *slog.Logger, g *admit.Gate, h http.Handler, collectors []prometheus.Collector) (http.Handler, []prometheus.Collector, error) {
 	o.gate.Store(g)
-	if err := g.SetQueuePolicy(o.queuing.Policy); err != nil {
+	if err := g.SetQueueing(o.queuing.Policy); err != nil {
 		return nil, nil, fmt.Errorf("--class-share: %w", err)
 	}
 	if o.adaptive != nil {

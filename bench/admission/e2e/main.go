@@ -403,9 +403,14 @@ func priorityTable(r run, maxWait time.Duration, load, critical float64, rounds 
 		cfg  admit.Config
 	}{
 		{"fixed, FIFO, no classes", admit.Config{Name: "nocls", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait}},
-		{"fixed, classes", admit.Config{Name: "cls", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait, ClassAging: -1}},
-		{"fixed, classes, sheddable share 0.1", admit.Config{Name: "share", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait, ClassAging: -1,
-			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}}},
+		{"fixed, classes", admit.Config{Name: "cls", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait, Queueing: admit.Queueing{ClassAging: -1}}},
+		{"fixed, classes, sheddable share 0.1", admit.Config{
+			Name:       "share",
+			Capacity:   int64(r.slots),
+			MaxWaiters: 4 * r.slots,
+			MaxWait:    maxWait,
+			Queueing:   admit.Queueing{ClassAging: -1, ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}},
+		}},
 	}
 	for _, p := range prio {
 		var crit, shed, shedCap []string
