@@ -271,7 +271,7 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
-	gs := &gateSet{queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}
+	var lim *limit.Config // nil: a fixed capacity
 	if l.Adaptive() {
 		law, err := limit.ParseLaw(l.Law)
 		if err != nil {
@@ -281,35 +281,20 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 		if hi == 0 {
 			hi = capacity
 		}
-		if gs.adaptive, err = limit.New(limit.Config{Law: law, Min: l.Min, Max: hi, Initial: hi, SLO: time.Duration(l.SLO), Logger: logger}); err != nil {
-			return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
-		}
-		if obs != nil {
-			obs = admit.Observers(gs.adaptive, obs)
-		} else {
-			obs = gs.adaptive
-		}
+		lim = &limit.Config{Law: law, Min: l.Min, Max: hi, Initial: hi, SLO: time.Duration(l.SLO), Logger: logger}
 	}
-	switch {
-	case queue == 0:
+	if queue == 0 {
 		maxWait = 0
-	case maxWait == 0 && gs.adaptive != nil && l.SLO > 0:
-		// The SLO covers the queue's wait and the hold: as sluice serve
-		// does, a queue without its own bound waits a quarter of it.
-		maxWait = limit.QueueWaitFor(time.Duration(l.SLO))
 	}
-	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
-		Queueing: compiled.Policy})
+	// limit.NewGate gives a queue without its own bound a quarter of the
+	// SLO, as sluice serve does: the SLO covers the queue's wait and the
+	// hold.
+	g, a, err := limit.NewGate(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
+		Queueing: compiled.Policy}, lim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
-	gs.gate = g
-	if gs.adaptive != nil {
-		if err := gs.adaptive.Attach(g); err != nil {
-			return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
-		}
-	}
-	return gs, nil
+	return &gateSet{gate: g, adaptive: a, queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}, nil
 }
 
 // ServeHTTP proxies r to the upstream through the route's quota and gates.

@@ -263,7 +263,6 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
-	static.maxWait = adm.maxWait(static.maxWait, static.queue)
 	logger, err := o.log.logger(e.stderr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
@@ -279,18 +278,19 @@ func runServe(ctx context.Context, e env, args []string) int {
 	// One GateMetrics is both the disk gate's Observer (wait and hold
 	// histograms) and its exporter on /metrics.
 	gm := promsluice.NewGateMetrics()
-	obs, err := adm.observer(gm, logger)
+	lim, err := adm.limitConfig(logger)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
-	h, gates, collectors, cleanup, err := static.build(logger, obs)
+	disk, gates, collectors, cleanup, err := static.build(logger, gm, lim)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
 	defer cleanup()
-	if h, collectors, err = adm.wire(logger, gates[0], h, collectors); err != nil {
+	h, collectors, err := adm.wire(logger, disk, disk, collectors)
+	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}

@@ -354,12 +354,9 @@ type instance struct {
 func adaptiveGate(r run, law string, slo, maxWait time.Duration) (*admit.Gate, *limit.Adaptive) {
 	l, err := limit.ParseLaw(law)
 	check(err)
-	var g *admit.Gate
-	a, err := limit.New(limit.Config{Law: l, Min: 1, Max: 200, SLO: slo,
-		Ramp: limit.Ramp{QueueAge: func() time.Duration { return g.OldestWait() }}})
+	g, a, err := limit.NewGate(admit.Config{Name: "adaptive", Capacity: 20, MaxWaiters: 2 * r.slots, MaxWait: maxWait},
+		&limit.Config{Law: l, Min: 1, Max: 200, SLO: slo})
 	check(err)
-	g = mustGate(admit.Config{Name: "adaptive", Capacity: 20, MaxWaiters: 2 * r.slots, MaxWait: maxWait, Observer: a})
-	check(a.Attach(g))
 	return g, a
 }
 
