@@ -34,9 +34,9 @@ type Stats struct {
 	// idleness and to make room.
 	EvictedIdle uint64 `json:"evicted_idle"`
 	EvictedLRU  uint64 `json:"evicted_lru"`
-	// Fleet quotas only: decisions made by the fallback policy, store
-	// calls that failed or timed out, and the breaker's state ("closed",
-	// "open", "half-open").
+	// Fleet quotas only: decisions made by the fallback, store calls that
+	// failed or timed out, and the store breaker's state ("closed",
+	// "open", "half_open").
 	FallbackDecisions uint64 `json:"fallback_decisions,omitempty"`
 	StoreErrors       uint64 `json:"store_errors,omitempty"`
 	Breaker           string `json:"breaker,omitempty"`

@@ -69,13 +69,16 @@
 //     too low, up to Instances-times too much.
 //   - FailClosed: refuse with reason breaker_open (503 at the edge).
 //
-// A circuit breaker (sony/gobreaker) opens after BreakerFailures
-// consecutive failures: while open, decisions go straight to the
-// fallback without dialling, so a dead Redis is not hammered and callers
-// do not pay the timeout. After BreakerCooldown one probe is let through;
-// success closes the breaker and fleet mode resumes by itself. State and
-// Stats report the mode (fleet or fallback) and the breaker; promsluice
-// exports them. A caller whose own context ends is refused with reason
+// A circuit breaker (package breaker, with ConsecutiveFailures) opens
+// after BreakerFailures consecutive failures: while open, decisions go
+// straight to the fallback without dialling, so a dead Redis is not
+// hammered and callers do not pay the timeout. After BreakerCooldown one
+// probe is let through; success closes the breaker and fleet mode resumes
+// by itself. A call whose caller left counts neither way. State and Stats
+// report the mode (fleet or fallback) and the breaker's state; Breaker
+// returns the breaker itself, which promsluice exports under the same
+// sluice_breaker_* metrics as every other breaker (named after the quota,
+// with ".redis" appended). A caller whose own context ends is refused with reason
 // canceled or deadline and does not count against Redis.
 //
 // # Fleet slots

@@ -12,9 +12,9 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/quota"
 )
 
@@ -132,7 +132,7 @@ type Quota struct {
 	timeout   time.Duration
 	fallback  Fallback
 	local     *quota.Quota // the FailOpen share; nil with FailClosed
-	breaker   *gobreaker.TwoStepCircuitBreaker
+	breaker   *storeBreaker
 	now       func() time.Time
 	logger    *slog.Logger
 	argT      string // the script's T and tau, formatted once
@@ -227,6 +227,12 @@ func New(cfg Config) (*Quota, error) {
 	return q, nil
 }
 
+// Breaker returns the breaker that keeps a dead Redis from being called,
+// for metrics: it is a breaker like any other (package breaker), named
+// after the quota with ".redis" appended. Its refusals are not the
+// quota's: while it is open the quota decides by its Fallback.
+func (q *Quota) Breaker() *breaker.Breaker { return q.breaker.Breaker }
+
 // Policy returns the fleet-wide policy.
 func (q *Quota) Policy() quota.Policy { return q.policy }
 
@@ -266,7 +272,7 @@ type reply struct {
 
 // call runs the GCRA script through the breaker within the timeout.
 func (q *Quota) call(ctx context.Context, key string, minTokens, maxTokens int) (reply, error) {
-	done, err := q.breaker.Allow()
+	c, err := q.breaker.Allow()
 	if err != nil {
 		return reply{}, err // open, or half-open with its probe in flight
 	}
@@ -280,14 +286,14 @@ func (q *Quota) call(ctx context.Context, key string, minTokens, maxTokens int) 
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, redis.Nil) {
 			// The caller left: not Redis's fault, so not the breaker's.
-			done(true)
+			q.breaker.done(c, breaker.Ignored)
 			return reply{}, ctx.Err()
 		}
-		done(false)
+		q.breaker.done(c, breaker.Failure)
 		q.storeErrors.Add(1)
 		return reply{}, err
 	}
-	done(true)
+	q.breaker.done(c, breaker.Success)
 	q.inFallback.Store(false)
 	q.skewMicros.Store(vals[4])
 	return reply{
@@ -382,7 +388,7 @@ type State struct {
 	Mode     string  `json:"mode"`     // "fleet" or "fallback"
 	Spend    string  `json:"spend"`    // "exact" or "lease"
 	Fallback string  `json:"fallback"` // "open" or "closed"
-	Breaker  string  `json:"breaker"`  // "closed", "half-open" or "open"
+	Breaker  string  `json:"breaker"`  // "closed", "half_open" or "open"
 	Rate     float64 `json:"rate"`
 	Burst    int     `json:"burst"`
 	// ClockSkew is how far Redis's clock was ahead of this instance's at
@@ -394,7 +400,7 @@ type State struct {
 // State returns the quota's condition.
 func (q *Quota) State() State {
 	mode := quota.ModeFleet
-	if q.inFallback.Load() || q.breaker.State() != gobreaker.StateClosed {
+	if q.inFallback.Load() || q.breaker.State() != breaker.Closed {
 		mode = quota.ModeFallback
 	}
 	return State{
@@ -433,32 +439,49 @@ func (q *Quota) Stats() quota.Stats {
 // Stats().Allowed it gives the decisions per round trip.
 func (q *Quota) LeaseCalls() uint64 { return q.leaseCalls.Load() }
 
-// newBreaker returns the breaker that keeps a dead Redis from being
-// called: failures consecutive failures (0: DefaultBreakerFailures) open
+// storeBreaker is the breaker that keeps a dead Redis from being called,
+// with the quota's own log lines for its state changes (the breaker's
+// would say less: not what the quota does meanwhile).
+type storeBreaker struct {
+	*breaker.Breaker
+	cooldown time.Duration
+	logger   *slog.Logger
+	open     atomic.Bool // last logged as open
+}
+
+// newBreaker returns the store breaker for the quota or slots called
+// name: failures consecutive failures (0: DefaultBreakerFailures) open
 // it for cooldown (0: DefaultBreakerCooldown), then one probe decides.
-func newBreaker(name string, failures int, cooldown time.Duration, logger *slog.Logger) *gobreaker.TwoStepCircuitBreaker {
+func newBreaker(name string, failures int, cooldown time.Duration, logger *slog.Logger) *storeBreaker {
 	if failures == 0 {
 		failures = DefaultBreakerFailures
 	}
 	if cooldown == 0 {
 		cooldown = DefaultBreakerCooldown
 	}
-	n := uint32(failures)
-	return gobreaker.NewTwoStepCircuitBreaker(gobreaker.Settings{
-		Name:        name,
-		MaxRequests: 1,
-		Timeout:     cooldown,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= n },
-		OnStateChange: func(name string, _, to gobreaker.State) {
-			if logger == nil {
-				return
-			}
-			switch to {
-			case gobreaker.StateOpen:
-				logger.Warn("Redis unreachable; breaker open, deciding without it", "name", name, "cooldown", cooldown)
-			case gobreaker.StateClosed:
-				logger.Info("Redis reachable again; breaker closed", "name", name)
-			}
-		},
+	b, err := breaker.New(breaker.Config{
+		Name:                name + ".redis",
+		ConsecutiveFailures: failures,
+		FailureRatio:        -1, // only failures in a row open it
+		OpenFor:             cooldown,
+		Probes:              1,
 	})
+	if err != nil {
+		panic(err) // the settings were checked by New and NewSlots
+	}
+	return &storeBreaker{Breaker: b, cooldown: cooldown, logger: logger}
+}
+
+// done ends c with r and logs a change between open and closed.
+func (b *storeBreaker) done(c breaker.Call, r breaker.Result) {
+	c.Done(r)
+	if b.logger == nil || r == breaker.Ignored {
+		return
+	}
+	switch st := b.State(); {
+	case st == breaker.Open && b.open.CompareAndSwap(false, true):
+		b.logger.Warn("Redis unreachable; breaker open, deciding without it", "name", b.Name(), "cooldown", b.cooldown)
+	case st == breaker.Closed && b.open.CompareAndSwap(true, false):
+		b.logger.Info("Redis reachable again; breaker closed", "name", b.Name())
+	}
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker"
+	"github.com/sluicehq/sluice/breaker"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/quota"
@@ -113,7 +113,7 @@ type Slots struct {
 	logger   *slog.Logger
 	idPrefix string
 	seq      atomic.Uint64
-	breaker  *gobreaker.TwoStepCircuitBreaker
+	breaker  *storeBreaker
 
 	mu     sync.Mutex
 	held   map[string]struct{} // members of leases not yet released
@@ -177,6 +177,11 @@ func NewSlots(cfg SlotsConfig) (*Slots, error) {
 // Name returns the gate's name.
 func (s *Slots) Name() string { return s.name }
 
+// Breaker returns the breaker that keeps a dead Redis from being called
+// (named after the slots with ".redis" appended), for metrics. While it
+// is open, acquisitions are refused with breaker_open.
+func (s *Slots) Breaker() *breaker.Breaker { return s.breaker.Breaker }
+
 // Capacity returns the fleet-wide number of slots.
 func (s *Slots) Capacity() int64 { return s.capacity }
 
@@ -203,14 +208,21 @@ func (s *Slots) TryAcquire(ctx context.Context) (*SlotLease, error) {
 	s.held[member] = struct{}{}
 	s.mu.Unlock()
 	var vals []int64
-	done, err := s.breaker.Allow()
+	c, err := s.breaker.Allow()
 	if err == nil {
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
 		vals, err = acquireScript.Run(cctx, s.client, []string{s.key}, s.capacity, s.ttl.Milliseconds(), member).Int64Slice()
 		cancel()
 		// A full gate is an answer, and a caller that left is not
 		// Redis's fault: only other errors count against the breaker.
-		done(err == nil || ctx.Err() != nil)
+		switch {
+		case err == nil:
+			s.breaker.done(c, breaker.Success)
+		case ctx.Err() != nil:
+			s.breaker.done(c, breaker.Ignored)
+		default:
+			s.breaker.done(c, breaker.Failure)
+		}
 	}
 	if err != nil || len(vals) != 2 || vals[0] != 1 {
 		s.forget(member)
@@ -345,7 +357,7 @@ type SlotsStats struct {
 	// leases that expired before they were renewed.
 	Held int    `json:"held"`
 	Lost uint64 `json:"lost"`
-	// Breaker is "closed", "half-open" or "open".
+	// Breaker is "closed", "half_open" or "open".
 	Breaker string `json:"breaker"`
 }
 
