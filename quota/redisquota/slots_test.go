@@ -31,7 +31,10 @@ func TestSlotsSharedCapacity(t *testing.T) {
 	srv, _ := startRedis(t)
 	var gates []*Slots
 	for range 3 {
-		gates = append(gates, mustSlots(t, SlotsConfig{Name: "db", Capacity: 5, Client: newClient(t, srv.Addr()), TTL: time.Second}))
+		// A generous Timeout: the test is about the shared count, and on a
+		// loaded machine three 50 ms timeouts in a row would open the
+		// store breaker and refuse everything with breaker_open.
+		gates = append(gates, mustSlots(t, SlotsConfig{Name: "db", Capacity: 5, Client: newClient(t, srv.Addr()), TTL: time.Second, Timeout: time.Second}))
 	}
 	var holding, peak, admitted atomic.Int64
 	var wg sync.WaitGroup
