@@ -289,7 +289,7 @@ func New(cfg Config) (*Gate, error) {
 		foldAt:        defaultFold,
 	}
 	if isNil(g.obs) {
-		g.obs = nil // a typed nil (*promsluice.GateMetrics)(nil) observes nothing
+		g.obs = nil // a typed nil (*promsluice.Metrics)(nil) observes nothing
 	}
 	g.grantObs, _ = g.obs.(GrantObserver)
 	if g.name == "" {

@@ -13,13 +13,14 @@ import (
 )
 
 func TestPoolMetricsExportsCountersAndHistograms(t *testing.T) {
-	m := promsluice.NewPoolMetrics()
+	m := promsluice.NewMetrics()
 	p, err := pool.New(pool.Config{Name: "thumbs", Core: 1, Queue: 1, Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Add(p)
-	m.Add(p) // twice is a no-op
+	if err := m.Add(p, p); err != nil { // twice is a no-op
+		t.Fatal(err)
+	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 

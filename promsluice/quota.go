@@ -1,14 +1,17 @@
 package promsluice
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/quota"
 )
 
-// QuotaMetrics exports rate quotas' counters as sluice_quota_*, labelled by
-// the quota's name only (never a key: keys are unbounded). It reads each
-// quota's Stats at scrape time, so deciding costs nothing extra.
+// quotaMetrics is the part of Metrics that exports rate quotas' counters
+// (Metrics.Add of a quota) as sluice_quota_*, labelled by the quota's name
+// only (never a key: keys are unbounded). It reads each quota's Stats at
+// scrape time, so deciding costs nothing extra.
 //
 //	sluice_quota_allowed_total{quota}           decisions admitted
 //	sluice_quota_limited_total{quota}           decisions refused with reason rate (429)
@@ -21,19 +24,18 @@ import (
 //	sluice_quota_fallback_decisions_total{quota} fleet quotas: decisions made without the store
 //	sluice_quota_store_errors_total{quota}      fleet quotas: store calls that failed or timed out
 //
-// Safe for concurrent use; Add before registering.
-type QuotaMetrics struct {
+// Safe for concurrent use.
+type quotaMetrics struct {
+	mu      sync.Mutex
 	sources []func() quota.Stats
 
 	allowed, limited, refused, keys, maxKeys, evictions, mode, fallbacks, storeErrors *prometheus.Desc
 }
 
-// NewQuotaMetrics returns a collector over the given Stats functions (a
-// *quota.Quota's or a fleet quota's Stats method).
-func NewQuotaMetrics(sources ...func() quota.Stats) *QuotaMetrics {
+// newQuotaMetrics returns an empty quotaMetrics.
+func newQuotaMetrics() *quotaMetrics {
 	q := []string{"quota"}
-	return &QuotaMetrics{
-		sources:     sources,
+	return &quotaMetrics{
 		allowed:     prometheus.NewDesc("sluice_quota_allowed_total", "Quota decisions that admitted the request.", q, nil),
 		limited:     prometheus.NewDesc("sluice_quota_limited_total", "Quota decisions refused with reason rate (HTTP 429).", q, nil),
 		refused:     prometheus.NewDesc("sluice_quota_refused_total", "Quota decisions refused for a reason other than rate.", []string{"quota", "reason"}, nil),
@@ -46,22 +48,33 @@ func NewQuotaMetrics(sources ...func() quota.Stats) *QuotaMetrics {
 	}
 }
 
+// add exports the quota whose Stats read returns (a *quota.Quota's or a
+// fleet quota's Stats method).
+func (m *quotaMetrics) add(read func() quota.Stats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sources = append(m.sources, read)
+}
+
 // Describe implements prometheus.Collector.
-func (m *QuotaMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *quotaMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.allowed, m.limited, m.refused, m.keys, m.maxKeys, m.evictions, m.mode, m.fallbacks, m.storeErrors} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (m *QuotaMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *quotaMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, read := range m.sources {
+	m.mu.Lock()
+	sources := append([]func() quota.Stats(nil), m.sources...)
+	m.mu.Unlock()
+	for _, read := range sources {
 		s := read()
 		counter(m.allowed, s.Allowed, s.Quota)
 		counter(m.limited, s.Limited, s.Quota)
@@ -83,4 +96,4 @@ func (m *QuotaMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-var _ prometheus.Collector = (*QuotaMetrics)(nil)
+var _ prometheus.Collector = (*quotaMetrics)(nil)

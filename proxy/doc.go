@@ -47,7 +47,7 @@
 // {"error":"BUSY"|"RATE_LIMITED","gate":...,"reason":...}. Refusals made by
 // gates are counted by the gates, those of quotas by the quotas' Stats
 // (QuotaStats), and the others (breaker, retry policy) by Refusals;
-// `sluice proxy` hands the last two to promsluice.GateMetrics.AddRefusals,
+// `sluice proxy` hands the last two to promsluice.Metrics.AddRefusals,
 // which exports them in sluice_admission_rejected_total beside the gates',
 // so that `sluice load --metrics` attributes every refusal. An upstream
 // failure that is not a refusal is 502 or 504 with

@@ -684,7 +684,7 @@ type Refusal struct {
 // Refusals returns the counts of refusals made outside gates and quotas,
 // so that together with the gates' counters and the quotas' Stats
 // (QuotaStats) every refusal is attributable: `sluice proxy` hands both
-// to promsluice.GateMetrics.AddRefusals.
+// to promsluice.Metrics.AddRefusals.
 func (p *Proxy) Refusals() []Refusal {
 	p.refusals.mu.Lock()
 	defer p.refusals.mu.Unlock()

@@ -275,9 +275,9 @@ func runServe(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 
-	// One GateMetrics is both the disk gate's Observer (wait and hold
-	// histograms) and its exporter on /metrics.
-	gm := promsluice.NewGateMetrics()
+	// One Metrics is the disk gate's Observer (wait and hold histograms)
+	// and the exporter of everything serve builds on /metrics.
+	gm := promsluice.NewMetrics()
 	lim, err := adm.limitConfig(logger)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
@@ -289,7 +289,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	defer cleanup()
-	h, collectors, err := adm.wire(logger, disk, disk, collectors)
+	h, err := adm.wire(logger, gm, disk, disk)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
@@ -304,15 +304,19 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
-	handler, collectors, err := quotas.wrap(logger, mw.Deadline(h), collectors) // --quota: 429 before any work
+	handler, err := quotas.wrap(logger, mw.Deadline(h)) // --quota: 429 before any work
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
 	defer quotas.close()
-	// The quotas' refusals in sluice_admission_rejected_total, so that
-	// `sluice load --metrics` attributes them like the gate's.
-	gm.AddRefusals(promsluice.QuotaRefusals(quotas.sources...))
+	// The quotas' counters, and their refusals in
+	// sluice_admission_rejected_total so that `sluice load --metrics`
+	// attributes them like the gate's.
+	if err := gm.Add(quotas.metered...); err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
+		return exitFail
+	}
 
 	srv, err := server.Listen(ctx, server.Config{
 		Addr:                 o.addr,
@@ -320,7 +324,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		Handler:              handler,
 		Gates:                gates,
 		Limits:               adm.limits(),
-		GateMetrics:          gm,
+		Metrics:              gm,
 		Collectors:           collectors,
 		StateExtras:          quotas.states,
 		Conn:                 o.connConfig(),

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/limit"
@@ -102,19 +100,19 @@ func (o *admissionOptions) limitConfig(logger *slog.Logger) (*limit.Config, erro
 	return cfg, nil
 }
 
-// wire applies the queue rules to the disk gate, exports the adaptive
-// limit the handler built, and wraps h so the priority header reaches the
-// gate.
-func (o *admissionOptions) wire(logger *slog.Logger, disk *static.Handler, h http.Handler, collectors []prometheus.Collector) (http.Handler, []prometheus.Collector, error) {
+// wire applies the queue rules to the disk gate, meters the adaptive
+// limit the handler built on m, and wraps h so the priority header
+// reaches the gate.
+func (o *admissionOptions) wire(logger *slog.Logger, m *promsluice.Metrics, disk *static.Handler, h http.Handler) (http.Handler, error) {
 	if g := disk.Gate(); g != nil {
 		if err := g.SetQueueing(o.queuing.Policy); err != nil {
-			return nil, nil, fmt.Errorf("--class-share: %w", err)
+			return nil, fmt.Errorf("--class-share: %w", err)
 		}
 	}
 	if o.adaptive = disk.Limit(); o.adaptive != nil {
-		lm := promsluice.NewLimitMetrics()
-		lm.Add(o.adaptive)
-		collectors = append(collectors, lm)
+		if err := m.Add(o.adaptive); err != nil {
+			return nil, err
+		}
 	}
 	if o.queuing.Classify != nil {
 		h = o.queuing.Classify(h)
@@ -123,7 +121,7 @@ func (o *admissionOptions) wire(logger *slog.Logger, disk *static.Handler, h htt
 		logger.Info("disk gate admission", "limit", o.limit, "limit_min", o.limitMin, "limit_max", o.limitMax, "slo", o.slo,
 			"queue_discipline", o.queuing.Policy.Discipline.String(), "priority_header", o.priorityHeader, "class_shares", o.shares.String())
 	}
-	return h, collectors, nil
+	return h, nil
 }
 
 // limits returns the adaptive limits for /state.
