@@ -610,7 +610,7 @@ func (p *Proxy) Gates() []*admit.Gate {
 	return gs
 }
 
-// Adaptives returns the adaptive limits (for promsluice.LimitMetrics).
+// Adaptives returns the adaptive limits (for promsluice.Metrics.Add).
 func (p *Proxy) Adaptives() []*limit.Adaptive {
 	var as []*limit.Adaptive
 	if p.upstream.adaptive != nil {
@@ -631,8 +631,7 @@ func (p *Proxy) Breaker() *breaker.Breaker { return p.breaker }
 func (p *Proxy) Policy() *retry.Policy { return p.policy }
 
 // QuotaStats returns the routes' quota counters (for
-// promsluice.NewQuotaMetrics and promsluice.QuotaRefusals), local and
-// fleet alike.
+// promsluice.Metrics.Add), local and fleet alike.
 func (p *Proxy) QuotaStats() []func() quota.Stats {
 	var out []func() quota.Stats
 	for _, rt := range p.routes {
