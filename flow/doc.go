@@ -12,6 +12,10 @@
 //
 //	for v, err := range flow.Map(s, 4, 8, enrich).All(ctx, 16) { ... }
 //
+// Experimental: nothing else in sluice uses flow yet, and no benchmark
+// holds it to a target, so its API may still change until a server or
+// adapter is built on it.
+//
 // # Why demand
 //
 // A goroutine that reads from a fast source and hands each item to a
