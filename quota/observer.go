@@ -10,7 +10,7 @@ import (
 const (
 	ModeLocal    = "local"    // a local Quota: this process's buckets only
 	ModeFleet    = "fleet"    // a fleet quota deciding with its shared store
-	ModeFallback = "fallback" // a fleet quota whose store is unreachable, deciding by its fallback policy
+	ModeFallback = "fallback" // a fleet quota whose store is unreachable, deciding by its fallback
 )
 
 // Stats is a quota's counters, for metrics and /state. Counters only grow.
@@ -24,7 +24,7 @@ type Stats struct {
 	Limited uint64 `json:"limited"`
 	// RefusedFull counts new keys refused because the table was full
 	// (RefuseNew); RefusedStore counts refusals because a fleet store was
-	// unreachable and the policy is to fail closed.
+	// unreachable and its fallback is to fail closed.
 	RefusedFull  uint64 `json:"refused_full"`
 	RefusedStore uint64 `json:"refused_store"`
 	// Keys is the key table's size now, MaxKeys its bound.

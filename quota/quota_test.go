@@ -206,12 +206,12 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 	q := mustNew(t, Config{})
-	if p := q.Policy(); p.Name != "quota" || p.Rate != DefaultRate || p.Burst != 10 || q.MaxKeys() != DefaultMaxKeys {
-		t.Fatalf("zero Config: policy %+v, max keys %d", p, q.MaxKeys())
+	if p := q.Shape(); p.Name != "quota" || p.Rate != DefaultRate || p.Burst != 10 || q.MaxKeys() != DefaultMaxKeys {
+		t.Fatalf("zero Config: shape %+v, max keys %d", p, q.MaxKeys())
 	}
 	q = mustNew(t, Config{Rate: 0.5})
-	if q.Policy().Burst != 1 {
-		t.Fatalf("burst for rate 0.5: %d, want 1", q.Policy().Burst)
+	if q.Shape().Burst != 1 {
+		t.Fatalf("burst for rate 0.5: %d, want 1", q.Shape().Burst)
 	}
 }
 

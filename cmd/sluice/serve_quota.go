@@ -229,7 +229,7 @@ func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
 	fs.IntVar(&o.instances, "quota-instances", 1, "instances sharing the quotas; while Redis is down each admits quota/instances (with --quota-fail open)")
 	fs.StringVar(&o.fail, "quota-fail", "open", "while Redis is slow or down: open (this instance's share) or closed (refuse with 503)")
 	fs.StringVar(&o.mode, "quota-mode", "exact", "fleet spending: exact (one Redis round trip per request) or lease (small batches of tokens)")
-	fs.DurationVar(&o.timeout, "quota-timeout", redisquota.DefaultTimeout, "longest wait for Redis before the --quota-fail policy decides")
+	fs.DurationVar(&o.timeout, "quota-timeout", redisquota.DefaultTimeout, "longest wait for Redis before --quota-fail decides")
 	fs.StringVar(&o.trusted, "quota-trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed for key=ip")
 	return o
 }

@@ -99,7 +99,7 @@ type Config struct {
 	// Timeout bounds each Redis call; when it passes the decision is made
 	// by Fallback. Zero means DefaultTimeout (50 ms); negative is invalid.
 	Timeout time.Duration
-	// Fallback is the policy while Redis is unreachable.
+	// Fallback decides while Redis is unreachable.
 	Fallback Fallback
 	// Instances is how many instances share the quota, for FailOpen's
 	// share. Zero means 1 (the whole quota: safe only for one instance);
@@ -123,7 +123,7 @@ type Config struct {
 // same Redis, Prefix and Name. It implements quota.Limiter and is safe for
 // concurrent use. It starts no goroutines.
 type Quota struct {
-	policy    quota.Policy
+	policy    quota.Shape
 	client    redis.UniversalClient
 	prefix    string
 	mode      Mode
@@ -168,7 +168,7 @@ func New(cfg Config) (*Quota, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	p := whole.Policy()
+	p := whole.Shape()
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
@@ -233,8 +233,8 @@ func New(cfg Config) (*Quota, error) {
 // quota's: while it is open the quota decides by its Fallback.
 func (q *Quota) Breaker() *breaker.Breaker { return q.breaker.Breaker }
 
-// Policy returns the fleet-wide policy.
-func (q *Quota) Policy() quota.Policy { return q.policy }
+// Shape returns the fleet-wide quota's name, rate and burst.
+func (q *Quota) Shape() quota.Shape { return q.policy }
 
 // Allow spends one token of key's shared bucket; see Decide.
 func (q *Quota) Allow(ctx context.Context, key string) error {
@@ -245,7 +245,7 @@ func (q *Quota) Allow(ctx context.Context, key string) error {
 // Decide spends cost tokens (cost < 1 counts as 1) of key's fleet-wide
 // bucket, or refuses with a *admit.RejectedError: reason rate with
 // RetryAfter from Redis's GCRA state, reason breaker_open when Redis is
-// unreachable and the policy is FailClosed, reason canceled or deadline
+// unreachable and Fallback is FailClosed, reason canceled or deadline
 // when ctx ended first. It returns within Config.Timeout plus a local
 // decision: a slow or dead Redis falls back, it never hangs the caller.
 func (q *Quota) Decide(ctx context.Context, key string, cost int) (quota.Decision, error) {
