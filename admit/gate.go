@@ -667,9 +667,9 @@ func (g *Gate) tryTake(k Kind, n int64, cl Class, pastQueue bool) (uint64, bool)
 }
 
 // decideNow decides a request that may not wait: it takes the slots if
-// they are free and nobody is queued ahead, else it counts a refusal. The
+// they are free and nobody is queued ahead, else it counts a rejection. The
 // look at the slots and the count are one step as Stats sees it, so no
-// snapshot can show the slots free and the refusal not yet counted.
+// snapshot can show the slots free and the rejection not yet counted.
 func (g *Gate) decideNow(k Kind, n int64, cl Class) (flags uint64, r Reason) {
 	fast := k == 0 && n == 1 && cl == 0
 	if fast {
@@ -788,7 +788,7 @@ func (g *Gate) updateFastLimit() {
 	g.limitMu.Unlock()
 }
 
-// refuse counts a refusal of a caller that never queued and returns its
+// refuse counts the rejection of a caller that never queued and returns its
 // error. Even a one-counter step goes under acct: only the fast path's
 // single operation on the state word may run while Stats reads, so that
 // a snapshot never shows a refusal without the admission that caused it.
@@ -800,7 +800,7 @@ func (g *Gate) refuse(k Kind, n int64, cl Class, r Reason) *RejectedError {
 	return g.rejection(k, n, r, 0)
 }
 
-// rejection builds (or reuses) the error for a refusal already counted.
+// rejection builds (or reuses) the refusal for a rejection already counted.
 func (g *Gate) rejection(k Kind, n int64, r Reason, wait time.Duration) *RejectedError {
 	kc := &g.perKind[k]
 	used, c := g.InUse(), g.setCap.Load()

@@ -178,7 +178,7 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64, cl Class) (Permit, err
 	return Permit{}, g.rejection(k, n, reason, waited)
 }
 
-// unwait counts a waiter's refusal: it stops waiting and is rejected, in
+// unwait counts a waiter's rejection: it stops waiting and is rejected, in
 // one step as Stats sees it.
 func (g *Gate) unwait(kc *kindCounters, cc *classCounters, r Reason) {
 	g.acct.RLock()

@@ -26,7 +26,7 @@ type Stats struct {
 
 	Offered   uint64              // every Go or Submit call
 	Admitted  uint64              // tasks accepted: started, queued, or run by the caller
-	Rejected  admit.ReasonCounts  // tasks refused, by reason
+	Rejected  admit.ReasonCounts  // tasks rejected, by reason
 	Completed admit.OutcomeCounts // accepted tasks that ended, by outcome
 	// Dropped counts tasks that never ran, by why.
 	Dropped [NumDropReasons]uint64

@@ -17,7 +17,7 @@ import (
 //	sluice_breaker_state{breaker,state}             1 for the current state, 0 for the others
 //	sluice_breaker_transitions_total{breaker,from,to}
 //	sluice_breaker_allowed_total{breaker}           calls let through (probes included)
-//	sluice_breaker_rejected_total{breaker}          calls refused (open, or half-open with every probe slot taken)
+//	sluice_breaker_rejected_total{breaker}          calls rejected (open, or half-open with every probe slot taken)
 type breakerMetrics struct {
 	mu       sync.Mutex
 	breakers []*breaker.Breaker
@@ -32,7 +32,7 @@ func newBreakerMetrics() *breakerMetrics {
 		state:       prometheus.NewDesc("sluice_breaker_state", "1 for the breaker's current state, 0 for the others.", []string{"breaker", "state"}, nil),
 		transitions: prometheus.NewDesc("sluice_breaker_transitions_total", "State changes, by from and to state.", []string{"breaker", "from", "to"}, nil),
 		allowed:     prometheus.NewDesc("sluice_breaker_allowed_total", "Calls the breaker let through, half-open probes included.", []string{"breaker"}, nil),
-		rejected:    prometheus.NewDesc("sluice_breaker_rejected_total", "Calls the breaker refused.", []string{"breaker"}, nil),
+		rejected:    prometheus.NewDesc("sluice_breaker_rejected_total", "Calls the breaker rejected.", []string{"breaker"}, nil),
 	}
 }
 

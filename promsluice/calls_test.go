@@ -53,13 +53,13 @@ func TestRetryAndBreakerMetrics(t *testing.T) {
 sluice_breaker_state{breaker="up",state="closed"} 0
 sluice_breaker_state{breaker="up",state="half_open"} 0
 sluice_breaker_state{breaker="up",state="open"} 1
-# HELP sluice_breaker_rejected_total Calls the breaker refused.
+# HELP sluice_breaker_rejected_total Calls the breaker rejected.
 # TYPE sluice_breaker_rejected_total counter
 sluice_breaker_rejected_total{breaker="up"} 1
 # HELP sluice_retry_attempts_total Attempts sent to the upstream, first attempts included.
 # TYPE sluice_retry_attempts_total counter
 sluice_retry_attempts_total{policy="up"} 4
-# HELP sluice_retry_breaker_open_total Attempts refused by the policy's circuit breaker.
+# HELP sluice_retry_breaker_open_total Attempts rejected by the policy's circuit breaker.
 # TYPE sluice_retry_breaker_open_total counter
 sluice_retry_breaker_open_total{policy="up"} 1
 # HELP sluice_retry_retries_total Retries decided (each followed by a wait and an attempt unless the caller left).

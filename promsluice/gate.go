@@ -68,7 +68,7 @@ func NewMetrics() *Metrics {
 		}, []string{"gate", "kind"}),
 		offered:   prometheus.NewDesc("sluice_admission_offered_total", "Attempts that reached the gate.", []string{"gate", "kind"}, nil),
 		admitted:  prometheus.NewDesc("sluice_admission_admitted_total", "Attempts that got a slot.", []string{"gate", "kind"}, nil),
-		rejected:  prometheus.NewDesc("sluice_admission_rejected_total", "Attempts refused, by reason.", []string{"gate", "kind", "reason"}, nil),
+		rejected:  prometheus.NewDesc("sluice_admission_rejected_total", "Attempts rejected, by reason.", []string{"gate", "kind", "reason"}, nil),
 		completed: prometheus.NewDesc("sluice_admission_completed_total", "Admitted work that ended, by outcome.", []string{"gate", "kind", "outcome"}, nil),
 		inflight:  prometheus.NewDesc("sluice_admission_inflight", "Admitted work not yet completed.", []string{"gate"}, nil),
 		waiting:   prometheus.NewDesc("sluice_admission_waiting", "Attempts queued and not yet decided.", []string{"gate"}, nil),
@@ -78,7 +78,7 @@ func NewMetrics() *Metrics {
 		oldestWait: prometheus.NewDesc("sluice_admission_oldest_wait_seconds",
 			"How long the oldest caller still queued has waited (0: nobody queued). A value that keeps growing means the queue is not moving.", []string{"gate"}, nil),
 		classAdmitted: prometheus.NewDesc("sluice_admission_class_admitted_total", "Attempts that got a slot, by priority class (exported once a gate sees a class other than the default).", []string{"gate", "class"}, nil),
-		classRejected: prometheus.NewDesc("sluice_admission_class_rejected_total", "Attempts refused, by priority class and reason.", []string{"gate", "class", "reason"}, nil),
+		classRejected: prometheus.NewDesc("sluice_admission_class_rejected_total", "Attempts rejected, by priority class and reason.", []string{"gate", "class", "reason"}, nil),
 		classInUse:    prometheus.NewDesc("sluice_admission_class_in_use", "Slots held, by priority class.", []string{"gate", "class"}, nil),
 		classWaiting:  prometheus.NewDesc("sluice_admission_class_waiting", "Attempts queued, by priority class.", []string{"gate", "class"}, nil),
 	}

@@ -22,7 +22,7 @@ import (
 //   - a quota: a *quota.Quota, a fleet quota (*redisquota.Quota), or
 //     anything else with their Stats() quota.Stats method, or that method
 //     itself (a func() quota.Stats). Its counters are sluice_quota_*, and
-//     its refusals are counted in sluice_admission_rejected_total under
+//     its rejections are counted in sluice_admission_rejected_total under
 //     the quota's name as well (reason rate for the 429s, full for a full
 //     key table, breaker_open for a fleet quota failing closed), so that
 //     `sluice load --metrics` attributes them like a gate's. A quota that
@@ -30,7 +30,7 @@ import (
 //     breaker) has that breaker exported with the others, but not its
 //     refusals: while it is open the quota decides by its fallback.
 //   - *breaker.Breaker, or a *breaker.Group (every breaker it has at each
-//     scrape): sluice_breaker_*, and the breaker's refusals counted in
+//     scrape): sluice_breaker_*, and the breaker's rejections counted in
 //     sluice_admission_rejected_total{gate=<breaker name>,reason=
 //     "breaker_open"}, the gate and reason its refusal carries. Every
 //     call it refused counts, retry attempts it stopped included.
@@ -157,7 +157,7 @@ func (m *Metrics) add(p any) error {
 	return nil
 }
 
-// addQuota exports a quota's counters and its refusals.
+// addQuota exports a quota's counters and its rejections.
 func (m *Metrics) addQuota(read func() quota.Stats) {
 	m.quotas.add(read)
 	m.addRefusals(quotaRefusals(read))

@@ -40,7 +40,7 @@ func TestPoolMetricsExportsCountersAndHistograms(t *testing.T) {
 # HELP sluice_pool_queued Accepted tasks waiting for a worker.
 # TYPE sluice_pool_queued gauge
 sluice_pool_queued{pool="thumbs"} 1
-# HELP sluice_pool_rejected_total Tasks refused, by reason (the Discard policy's drops count as queue_full).
+# HELP sluice_pool_rejected_total Tasks rejected, by reason (tasks dropped by Discard count as queue_full).
 # TYPE sluice_pool_rejected_total counter
 sluice_pool_rejected_total{pool="thumbs",reason="canceled"} 0
 sluice_pool_rejected_total{pool="thumbs",reason="closed"} 0

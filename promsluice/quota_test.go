@@ -39,7 +39,7 @@ sluice_quota_evictions_total{cause="lru",quota="api"} 1
 # HELP sluice_quota_keys Keys in the quota's table.
 # TYPE sluice_quota_keys gauge
 sluice_quota_keys{quota="api"} 2
-# HELP sluice_quota_limited_total Quota decisions refused with reason rate (HTTP 429).
+# HELP sluice_quota_limited_total Quota decisions rejected with reason rate (HTTP 429).
 # TYPE sluice_quota_limited_total counter
 sluice_quota_limited_total{quota="api"} 1
 # HELP sluice_quota_mode 1 for the mode the quota decides in now.

@@ -34,8 +34,8 @@ func (m *Metrics) addRefusals(read func() []Refusal) {
 
 // quotaRefusals reads quotas' Stats (a *quota.Quota's or a fleet quota's
 // Stats method) as refusals: gate is the quota's name, reason rate for
-// Limited (the 429s), full for RefusedFull and breaker_open for
-// RefusedStore, the reasons the quotas' own refusals carry.
+// Limited (the 429s), full for RejectedFull and breaker_open for
+// RejectedStore, the reasons the quotas' own refusals carry.
 func quotaRefusals(sources ...func() quota.Stats) func() []Refusal {
 	return func() []Refusal {
 		out := make([]Refusal, 0, 3*len(sources))
@@ -43,8 +43,8 @@ func quotaRefusals(sources ...func() quota.Stats) func() []Refusal {
 			s := read()
 			out = append(out,
 				Refusal{Gate: s.Quota, Reason: admit.ReasonRate.String(), Count: s.Limited},
-				Refusal{Gate: s.Quota, Reason: admit.ReasonFull.String(), Count: s.RefusedFull},
-				Refusal{Gate: s.Quota, Reason: admit.ReasonBreakerOpen.String(), Count: s.RefusedStore})
+				Refusal{Gate: s.Quota, Reason: admit.ReasonFull.String(), Count: s.RejectedFull},
+				Refusal{Gate: s.Quota, Reason: admit.ReasonBreakerOpen.String(), Count: s.RejectedStore})
 		}
 		return out
 	}

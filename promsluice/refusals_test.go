@@ -66,7 +66,7 @@ func TestRefusalsOutsideGatesShareTheFamily(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(gm)
 	want := `
-# HELP sluice_admission_rejected_total Attempts refused, by reason.
+# HELP sluice_admission_rejected_total Attempts rejected, by reason.
 # TYPE sluice_admission_rejected_total counter
 sluice_admission_rejected_total{gate="db",kind="default",reason="breaker_open"} 0
 sluice_admission_rejected_total{gate="db",kind="default",reason="canceled"} 0

@@ -13,15 +13,16 @@ import (
 // Safe for concurrent use.
 //
 // Metrics (label policy = retry.Config.Name, a bounded set; decision is
-// honored or refused):
+// honored or refused, a wait hint declined because the deadline was
+// nearer):
 //
 //	sluice_retry_attempts_total{policy}             attempts sent, first ones included
 //	sluice_retry_retries_total{policy}              retries decided
-//	sluice_retry_budget_exhausted_total{policy}     retries refused by the budget
-//	sluice_retry_throttled_total{policy}            attempts refused locally by adaptive throttling
+//	sluice_retry_budget_exhausted_total{policy}     retries rejected by the budget
+//	sluice_retry_throttled_total{policy}            attempts rejected locally by adaptive throttling
 //	sluice_retry_retry_after_total{policy,decision} Retry-After (or gRPC pushback) honored or refused
 //	sluice_retry_deadline_expired_total{policy}     attempts not started for lack of time
-//	sluice_retry_breaker_open_total{policy}         attempts refused by the breaker
+//	sluice_retry_breaker_open_total{policy}         attempts rejected by the breaker
 //	sluice_retry_no_retry_signal_total{policy}      refusals that said "do not retry"
 type retryMetrics struct {
 	mu       sync.Mutex
@@ -36,11 +37,11 @@ func newRetryMetrics() *retryMetrics {
 	return &retryMetrics{
 		attempts:    prometheus.NewDesc("sluice_retry_attempts_total", "Attempts sent to the upstream, first attempts included.", l, nil),
 		retries:     prometheus.NewDesc("sluice_retry_retries_total", "Retries decided (each followed by a wait and an attempt unless the caller left).", l, nil),
-		budget:      prometheus.NewDesc("sluice_retry_budget_exhausted_total", "Retries wanted but refused because the retry budget was spent.", l, nil),
-		throttled:   prometheus.NewDesc("sluice_retry_throttled_total", "Attempts refused locally by adaptive client throttling.", l, nil),
-		retryAfter:  prometheus.NewDesc("sluice_retry_retry_after_total", "Server wait hints (Retry-After, gRPC pushback) honored or refused against the deadline.", []string{"policy", "decision"}, nil),
+		budget:      prometheus.NewDesc("sluice_retry_budget_exhausted_total", "Retries wanted but rejected because the retry budget was spent.", l, nil),
+		throttled:   prometheus.NewDesc("sluice_retry_throttled_total", "Attempts rejected locally by adaptive client throttling.", l, nil),
+		retryAfter:  prometheus.NewDesc("sluice_retry_retry_after_total", "Server wait hints (Retry-After, gRPC pushback) honored, or refused (declined) because the deadline was nearer.", []string{"policy", "decision"}, nil),
 		deadline:    prometheus.NewDesc("sluice_retry_deadline_expired_total", "Attempts not started because the caller's deadline left no time.", l, nil),
-		breakerOpen: prometheus.NewDesc("sluice_retry_breaker_open_total", "Attempts refused by the policy's circuit breaker.", l, nil),
+		breakerOpen: prometheus.NewDesc("sluice_retry_breaker_open_total", "Attempts rejected by the policy's circuit breaker.", l, nil),
 		noRetry:     prometheus.NewDesc("sluice_retry_no_retry_signal_total", "Refusals that carried the do-not-retry signal.", l, nil),
 	}
 }

@@ -18,15 +18,15 @@ type Stats struct {
 	Quota    string `json:"quota"`
 	Mode     string `json:"mode"`
 	WhenFull string `json:"when_full"`
-	// Allowed and Limited count decisions: admitted, and refused with
+	// Allowed and Limited count decisions: admitted, and rejected with
 	// reason rate.
 	Allowed uint64 `json:"allowed"`
 	Limited uint64 `json:"limited"`
-	// RefusedFull counts new keys refused because the table was full
-	// (RefuseNew); RefusedStore counts refusals because a fleet store was
+	// RejectedFull counts new keys rejected because the table was full
+	// (RefuseNew); RejectedStore counts rejections because a fleet store was
 	// unreachable and its fallback is to fail closed.
-	RefusedFull  uint64 `json:"refused_full"`
-	RefusedStore uint64 `json:"refused_store"`
+	RejectedFull  uint64 `json:"rejected_full"`
+	RejectedStore uint64 `json:"rejected_store"`
 	// Keys is the key table's size now, MaxKeys its bound.
 	Keys    int `json:"keys"`
 	MaxKeys int `json:"max_keys"`

@@ -418,7 +418,7 @@ func (q *Quota) Stats() Stats {
 		s.mu.Lock()
 		st.Allowed += s.allowed
 		st.Limited += s.limited
-		st.RefusedFull += s.full
+		st.RejectedFull += s.full
 		st.EvictedIdle += s.idle
 		st.EvictedLRU += s.evicted
 		st.Keys += s.lru.Len()

@@ -139,10 +139,10 @@ type Quota struct {
 	argTau    string
 	leases    *lru.Cache[string, *lease] // Lease mode only
 
-	fleetAllowed, fleetLimited, storeErrors, fallbacks, refusedStore atomic.Uint64
-	leaseCalls                                                       atomic.Uint64
-	inFallback                                                       atomic.Bool
-	skewMicros                                                       atomic.Int64
+	fleetAllowed, fleetLimited, storeErrors, fallbacks, rejectedStore atomic.Uint64
+	leaseCalls                                                        atomic.Uint64
+	inFallback                                                        atomic.Bool
+	skewMicros                                                        atomic.Int64
 }
 
 type lease struct {
@@ -376,7 +376,7 @@ func (q *Quota) decideFallback(ctx context.Context, key string, cost int, err er
 	q.inFallback.Store(true)
 	q.fallbacks.Add(1)
 	if q.local == nil {
-		q.refusedStore.Add(1)
+		q.rejectedStore.Add(1)
 		return quota.Decision{}, admit.NewRejectedError(q.policy.Name, "", admit.ReasonBreakerOpen, 0, int64(q.policy.Burst), time.Second)
 	}
 	return q.local.Decide(ctx, key, cost)
@@ -417,14 +417,14 @@ func (q *Quota) Stats() quota.Stats {
 	st := quota.Stats{
 		Quota: q.policy.Name, Mode: q.State().Mode,
 		Allowed: q.fleetAllowed.Load(), Limited: q.fleetLimited.Load(),
-		RefusedStore: q.refusedStore.Load(), FallbackDecisions: q.fallbacks.Load(),
+		RejectedStore: q.rejectedStore.Load(), FallbackDecisions: q.fallbacks.Load(),
 		StoreErrors: q.storeErrors.Load(), Breaker: q.breaker.State().String(),
 	}
 	if q.local != nil {
 		ls := q.local.Stats()
 		st.Allowed += ls.Allowed
 		st.Limited += ls.Limited
-		st.RefusedFull = ls.RefusedFull
+		st.RejectedFull = ls.RejectedFull
 		st.Keys, st.MaxKeys = ls.Keys, ls.MaxKeys
 		st.EvictedIdle, st.EvictedLRU = ls.EvictedIdle, ls.EvictedLRU
 		st.WhenFull = ls.WhenFull

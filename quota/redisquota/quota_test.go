@@ -228,7 +228,7 @@ func TestFailClosed(t *testing.T) {
 	if !errors.As(err, &re) || re.Reason() != admit.ReasonBreakerOpen {
 		t.Fatalf("fail closed: got %v, want a breaker_open refusal", err)
 	}
-	if q.Stats().RefusedStore != 1 {
+	if q.Stats().RejectedStore != 1 {
 		t.Fatalf("stats %+v", q.Stats())
 	}
 }
