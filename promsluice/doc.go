@@ -74,6 +74,6 @@
 //	sluice_retry_*     retry policies: attempts, retries, budget exhausted, throttled, ...
 //	sluice_pool_*      pools: offered, admitted, rejected, completed, workers, queue
 //
-// Each family's series are listed with the part that exports it (the
-// files limit.go, quota.go, breaker.go, retry.go and pool.go).
+// docs/limit.md, docs/quota.md, docs/calls.md and docs/pool.md list each
+// family's series and labels.
 package promsluice
