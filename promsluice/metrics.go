@@ -98,6 +98,8 @@ func isNil(p any) bool {
 		return v == nil
 	case *pool.Pool:
 		return v == nil
+	case *quota.Quota:
+		return v == nil
 	}
 	return p == nil
 }

@@ -144,8 +144,9 @@ func TestNewGateAndAddErrors(t *testing.T) {
 		t.Errorf("Add of a gate m already exports: %v, want a no-op", err)
 	}
 	var nilBreaker *breaker.Breaker
+	var nilQuota *quota.Quota
 	q, _ := quota.New(quota.Config{Name: "q"})
-	for _, bad := range []any{"db", 42, nilBreaker, nil} {
+	for _, bad := range []any{"db", 42, nilBreaker, nilQuota, nil} {
 		if err := m.Add(q, bad); err == nil {
 			t.Errorf("Add(%#v) accepted", bad)
 		}
