@@ -71,11 +71,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // TestAdaptiveRampStepsBackOnQueueAge: the proxy's adaptive gate is built
 // with its limit reading the gate's queue, so the recovery ramp steps
 // back when the oldest queued request's age doubles, as sluice serve's
-// does. Workers keep the gate busy through an overload (slow upstream),
-// the recovery (fast again, the ramp climbing) and then a burst of new
-// callers that leaves the queue standing much longer. Virtual time:
-// about 6 s of it, and some 30 000 admissions, which take about a second
-// of wall time under the race detector.
+// does. More workers than slots keep a queue standing through an
+// overload (slow upstream), the recovery (fast again, the ramp climbing)
+// and then a burst of new callers that leaves the queue standing much
+// longer. Each worker's hold differs a little, so that releases, and the
+// queue's state, never move in lockstep. Virtual time: about 6 s of it,
+// and some 30 000 admissions, which take about a second of wall time
+// under the race detector.
 func TestAdaptiveRampStepsBackOnQueueAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gs, err := newGateSet(GateUpstream, 40, 1000, 10*time.Second,
@@ -88,8 +90,11 @@ func TestAdaptiveRampStepsBackOnQueueAge(t *testing.T) {
 		hold.Store(int64(10 * time.Millisecond))
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
+		started := 0
 		workers := func(n int) {
 			for range n {
+				jitter := time.Duration(started) * 11 * time.Microsecond
+				started++
 				wg.Go(func() {
 					for ctx.Err() == nil {
 						p, err := gs.gate.Acquire(ctx)
@@ -97,7 +102,7 @@ func TestAdaptiveRampStepsBackOnQueueAge(t *testing.T) {
 							time.Sleep(time.Millisecond)
 							continue
 						}
-						time.Sleep(time.Duration(hold.Load()))
+						time.Sleep(time.Duration(hold.Load()) + jitter)
 						p.Done(admit.OutcomeOK)
 					}
 				})
@@ -109,7 +114,7 @@ func TestAdaptiveRampStepsBackOnQueueAge(t *testing.T) {
 			gs.gate.Close()
 		}()
 
-		workers(40)
+		workers(60)             // 20 more than the 40 slots: a queue stands
 		time.Sleep(time.Second) // healthy: the limit learns the baseline
 		hold.Store(int64(200 * time.Millisecond))
 		time.Sleep(1500 * time.Millisecond) // overload: an episode, the limit cut
