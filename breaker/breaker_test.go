@@ -392,3 +392,27 @@ func TestLateFailure(t *testing.T) {
 		}
 	})
 }
+
+// ConsecutiveFailures opens the breaker after that many failures in a row
+// even when a window full of earlier successes keeps the ratio low; a
+// success in between ends the streak, and an ignored call does not.
+func TestConsecutiveFailuresOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustNew(t, Config{Name: "store", ConsecutiveFailures: 3})
+		feed(t, b, 100, Success, 0)
+		feed(t, b, 2, Failure, 0)
+		feed(t, b, 1, Success, 0)
+		feed(t, b, 2, Failure, 0)
+		feed(t, b, 1, Ignored, 0)
+		if s := b.State(); s != Closed {
+			t.Fatalf("state after two streaks of 2 failures = %v, want closed", s)
+		}
+		feed(t, b, 1, Failure, 0)
+		if s := b.State(); s != Open {
+			t.Fatalf("state after 3 failures in a row (ratio %d/%d) = %v, want open", 5, 106, s)
+		}
+		if _, err := New(Config{ConsecutiveFailures: -1}); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("negative ConsecutiveFailures: %v", err)
+		}
+	})
+}

@@ -78,7 +78,7 @@ func Quota(cfg QuotaConfig, next http.Handler) (http.Handler, error) {
 	if refusal == nil {
 		refusal = WriteRefusal
 	}
-	p := cfg.Limiter.Policy()
+	p := cfg.Limiter.Shape()
 	var policy, prefix string
 	if !cfg.NoRateLimitHeaders {
 		policy, prefix = policyHeader(p)
@@ -110,7 +110,7 @@ func Quota(cfg QuotaConfig, next http.Handler) (http.Handler, error) {
 
 // policyHeader returns the RateLimit-Policy member for p and the start of
 // its RateLimit member.
-func policyHeader(p quota.Policy) (policy, prefix string) {
+func policyHeader(p quota.Shape) (policy, prefix string) {
 	window := max(1, ceilSeconds(p.RefillTime()))
 	q := int64(math.Round(p.Rate * float64(window)))
 	name := strconv.Quote(p.Name) // quota names are tokens: a valid sf-string

@@ -183,7 +183,7 @@ type Config struct {
 	// http.DefaultTransport with HeaderTimeout. Tests inject one.
 	Transport http.RoundTripper
 
-	// Observer sees every gate's decisions (promsluice.GateMetrics for
+	// Observer sees every gate's decisions (promsluice.Metrics for
 	// histograms). Nil means none.
 	Observer admit.Observer
 	// Logger receives upstream errors at debug and ejections at warn.

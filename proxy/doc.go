@@ -81,10 +81,12 @@
 // Every refusal is the sluice contract: 503 or 429, Retry-After, and
 // {"error":"BUSY"|"RATE_LIMITED","gate":...,"reason":...}. Refusals made by
 // gates are counted by the gates, those of quotas by the quotas' Stats
-// (QuotaStats), and the others (breaker, retry policy) by Refusals;
-// `sluice proxy` hands the last two to promsluice.GateMetrics.AddRefusals,
-// which exports them in sluice_admission_rejected_total beside the gates',
-// so that `sluice load --metrics` attributes every refusal. An upstream
+// (QuotaStats), those of the breaker by the breaker, and all answers
+// given outside gates and quotas (breaker, retry policy) by Refusals.
+// `sluice proxy` gives the quotas and the breaker to promsluice.Metrics.Add
+// and the retry policy's Refusals to AddRefusals, which export them in
+// sluice_admission_rejected_total beside the gates', so that `sluice load
+// --metrics` attributes every refusal. An upstream
 // failure that is not a refusal is 502 or 504 with
 // {"error":"BAD_GATEWAY"|"UPSTREAM_TIMEOUT"}.
 //

@@ -305,7 +305,7 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
-	gs := &gateSet{queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}
+	var lim *limit.Config // nil: a fixed capacity
 	if l.Adaptive() {
 		law, err := limit.ParseLaw(l.Law)
 		if err != nil {
@@ -315,36 +315,20 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 		if hi == 0 {
 			hi = capacity
 		}
-		if gs.adaptive, err = limit.New(limit.Config{Law: law, Min: l.Min, Max: hi, Initial: hi, SLO: time.Duration(l.SLO), Logger: logger}); err != nil {
-			return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
-		}
-		if obs != nil {
-			obs = admit.Observers(gs.adaptive, obs)
-		} else {
-			obs = gs.adaptive
-		}
+		lim = &limit.Config{Law: law, Min: l.Min, Max: hi, Initial: hi, SLO: time.Duration(l.SLO), Logger: logger}
 	}
-	switch {
-	case queue == 0:
+	if queue == 0 {
 		maxWait = 0
-	case maxWait == 0 && gs.adaptive != nil && l.SLO > 0:
-		// The SLO covers the queue's wait and the hold: as sluice serve
-		// does, a queue without its own bound waits a quarter of it.
-		maxWait = limit.QueueWaitFor(time.Duration(l.SLO))
 	}
-	pol := compiled.Policy
-	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
-		Discipline: pol.Discipline, ClassShares: pol.ClassShares, ContextClass: pol.ContextClass})
+	// limit.NewGate gives a queue without its own bound a quarter of the
+	// SLO, as sluice serve does: the SLO covers the queue's wait and the
+	// hold.
+	g, a, err := limit.NewGate(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
+		Queueing: compiled.Policy}, lim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
-	gs.gate = g
-	if gs.adaptive != nil {
-		if err := gs.adaptive.Attach(g); err != nil {
-			return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
-		}
-	}
-	return gs, nil
+	return &gateSet{gate: g, adaptive: a, queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}, nil
 }
 
 // ServeHTTP proxies r to the upstream through the route's quota and gates.
@@ -747,7 +731,7 @@ func (p *Proxy) Gates() []*admit.Gate {
 	return gs
 }
 
-// Adaptives returns the adaptive limits (for promsluice.LimitMetrics).
+// Adaptives returns the adaptive limits (for promsluice.Metrics.Add).
 func (p *Proxy) Adaptives() []*limit.Adaptive {
 	var as []*limit.Adaptive
 	if p.upstream.adaptive != nil {
@@ -768,8 +752,7 @@ func (p *Proxy) Breaker() *breaker.Breaker { return p.breaker }
 func (p *Proxy) Policy() *retry.Policy { return p.policy }
 
 // QuotaStats returns the routes' quota counters (for
-// promsluice.NewQuotaMetrics and promsluice.QuotaRefusals), local and
-// fleet alike.
+// promsluice.Metrics.Add), local and fleet alike.
 func (p *Proxy) QuotaStats() []func() quota.Stats {
 	var out []func() quota.Stats
 	for _, rt := range p.routes {
@@ -821,7 +804,7 @@ type Refusal struct {
 // Refusals returns the counts of refusals made outside gates and quotas,
 // so that together with the gates' counters and the quotas' Stats
 // (QuotaStats) every refusal is attributable: `sluice proxy` hands both
-// to promsluice.GateMetrics.AddRefusals.
+// to promsluice.Metrics.AddRefusals.
 func (p *Proxy) Refusals() []Refusal {
 	p.refusals.mu.Lock()
 	defer p.refusals.mu.Unlock()

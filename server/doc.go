@@ -37,7 +37,7 @@
 //     the probes written before /livez and /readyz).
 //   - GET /metrics: Prometheus text from a registry holding the process
 //     and Go runtime collectors (process_cpu_seconds_total and friends),
-//     the gates (promsluice.GateMetrics) and the listener
+//     the gates (promsluice.Metrics) and the listener
 //     (promsluice.ConnMetrics).
 //   - GET /state: JSON, per gate offered, admitted, rejected by reason,
 //     completed by outcome, inflight, waiting and capacity; the

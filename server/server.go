@@ -107,14 +107,14 @@ type Config struct {
 	Gates []*admit.Gate
 
 	// Limits are adaptive limits moving the gates' capacities, reported
-	// by /state (register promsluice.NewLimitMetrics in Collectors for
-	// /metrics).
+	// by /state (Add them to Metrics too for /metrics).
 	Limits []*limit.Adaptive
 
-	// GateMetrics exports the gates. Pass the one whose Observer the
-	// gates were created with to get the wait and hold histograms. Nil
-	// means a new one (counters only).
-	GateMetrics *promsluice.GateMetrics
+	// Metrics exports the gates, and whatever else was added to it (see
+	// promsluice.Metrics.Add). Pass the one the gates were built with
+	// (its NewGate, or it as their Observer) to get the wait and hold
+	// histograms. Nil means a new one (the gates' counters only).
+	Metrics *promsluice.Metrics
 
 	// Collectors are registered on the admin /metrics beside the gate and
 	// connection metrics (a cache's counters, for example).
@@ -402,12 +402,14 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 
 	s.registry = prometheus.NewRegistry()
-	gm := cfg.GateMetrics
+	gm := cfg.Metrics
 	if gm == nil {
-		gm = promsluice.NewGateMetrics()
+		gm = promsluice.NewMetrics()
 	}
 	for _, g := range cfg.Gates {
-		gm.Add(g)
+		if err := gm.Add(g); err != nil {
+			return nil, fmt.Errorf("%w: Gates: %v", ErrInvalidConfig, err)
+		}
 	}
 	if err := s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)

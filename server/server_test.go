@@ -56,7 +56,7 @@ type fixture struct {
 
 func start(t *testing.T, gateCfg admit.Config, mutate func(*server.Config)) *fixture {
 	t.Helper()
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	gateCfg.Name = "work"
 	gateCfg.Observer = gm
 	g, err := admit.New(gateCfg)
@@ -81,7 +81,7 @@ func start(t *testing.T, gateCfg admit.Config, mutate func(*server.Config)) *fix
 	mux.HandleFunc("/panic", func(http.ResponseWriter, *http.Request) { panic("handler exploded") })
 	cfg := server.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		Handler: mux, Gates: []*admit.Gate{g}, GateMetrics: gm,
+		Handler: mux, Gates: []*admit.Gate{g}, Metrics: gm,
 		Conn:   connlimit.Config{MaxConns: 64},
 		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}

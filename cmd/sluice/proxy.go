@@ -11,14 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/proxy"
-	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -274,7 +271,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 			return fail(exitUsage, err)
 		}
 	}
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	cfg.Observer = gm
 	p, err := proxy.New(cfg)
 	if err != nil {
@@ -282,13 +279,14 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	}
 	defer p.Close()
 	so.warn(logger, po.maxInflight)
-	collectors := proxyCollectors(p)
-	quotas.routeQuotas = p.QuotaStats()                            // exported with --quota's
-	handler, collectors, err := quotas.wrap(logger, p, collectors) // --quota: 429 before any route
+	quotas.routeQuotas = p.QuotaStats()    // metered with --quota's
+	handler, err := quotas.wrap(logger, p) // --quota: 429 before any route
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	attributeRefusals(gm, p, quotas.sources)
+	if err := meterProxy(gm, p, quotas.metered); err != nil {
+		return fail(exitFail, err)
+	}
 	extras := map[string]func() any{"proxy": func() any { return p.State() }}
 	for name, f := range quotas.states {
 		extras[name] = f
@@ -298,8 +296,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		AdminAddr:            so.adminAddr,
 		Handler:              handler,
 		Gates:                p.Gates(),
-		GateMetrics:          gm,
-		Collectors:           collectors,
+		Metrics:              gm,
 		StateExtras:          extras,
 		Conn:                 so.connConfig(),
 		ShutdownTimeout:      so.serverShutdownTimeout(),
@@ -324,43 +321,35 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	return serveUntilDone(ctx, e, "proxy", srv, logger)
 }
 
-// proxyCollectors exports the breaker, the retry policy and adaptive
-// limits (the quotas, route and --quota, are exported by quotas.wrap).
-func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
-	var cs []prometheus.Collector
+// meterProxy meters on m what the proxy built beside its gates: the
+// breaker, the retry policy, the adaptive limits and the quotas (route
+// and --quota), and puts the refusals the proxy makes outside its gates
+// and quotas in sluice_admission_rejected_total, so `sluice load
+// --metrics` attributes every refusal the proxy makes to the gate its
+// answer names: the quotas (rate, full, breaker_open), the breaker and
+// the retry policy. The breaker counts its own refusals (Add), so the
+// proxy's count of its answers for the breaker is left out.
+func meterProxy(m *promsluice.Metrics, p *proxy.Proxy, quotas []any) error {
+	parts := append([]any{p.Policy()}, quotas...)
 	if b := p.Breaker(); b != nil {
-		bm := promsluice.NewBreakerMetrics()
-		bm.Add(b)
-		cs = append(cs, bm)
+		parts = append(parts, b)
 	}
-	rm := promsluice.NewRetryMetrics()
-	rm.Add(p.Policy())
-	cs = append(cs, rm)
-	if as := p.Adaptives(); len(as) > 0 {
-		lm := promsluice.NewLimitMetrics()
-		for _, a := range as {
-			lm.Add(a)
-		}
-		cs = append(cs, lm)
+	for _, a := range p.Adaptives() {
+		parts = append(parts, a)
 	}
-	return cs
-}
-
-// attributeRefusals puts the refusals made outside gates in
-// sluice_admission_rejected_total (through the one collector that owns
-// it), so `sluice load --metrics` attributes every refusal the proxy makes
-// to the gate its answer names: quotas, route and --quota alike (rate,
-// full, breaker_open), the breaker and the retry policy.
-func attributeRefusals(gm *promsluice.GateMetrics, p *proxy.Proxy, quotas []func() quota.Stats) {
-	gm.AddRefusals(promsluice.QuotaRefusals(quotas...))
-	gm.AddRefusals(func() []promsluice.Refusal {
-		rs := p.Refusals()
-		out := make([]promsluice.Refusal, len(rs))
-		for i, r := range rs {
-			out[i] = promsluice.Refusal{Gate: r.Gate, Reason: r.Reason, Count: r.Count}
+	if err := m.Add(parts...); err != nil {
+		return err
+	}
+	m.AddRefusals(func() []promsluice.Refusal {
+		var out []promsluice.Refusal
+		for _, r := range p.Refusals() {
+			if r.Gate != proxy.GateBreaker {
+				out = append(out, promsluice.Refusal{Gate: r.Gate, Reason: r.Reason, Count: r.Count})
+			}
 		}
 		return out
 	})
+	return nil
 }
 
 func hasRouteQuota(routes []proxy.Route) bool {
