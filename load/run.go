@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"time"
@@ -25,10 +26,16 @@ type Meta struct {
 // kind is "load" or "sweep". Config errors are returned before any load is
 // sent.
 func Run(ctx context.Context, kind string, meta Meta, steps []Config) (*Report, error) {
+	var total time.Duration
 	for i := range steps {
-		if _, err := steps[i].withDefaults(); err != nil {
+		d, err := steps[i].withDefaults()
+		if err != nil {
 			return nil, err
 		}
+		total += d.Duration * time.Duration(d.Windows)
+	}
+	if total > MaxRunDuration {
+		return nil, fmt.Errorf("%w: the steps' windows last %v in all, over the bound: at most %v (the report keeps every second)", ErrConfig, total, MaxRunDuration)
 	}
 	r := newReport(kind, meta)
 	for i, cfg := range steps {

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +45,14 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	cases, code := rf.profileCases(e, "load")
 	if code >= 0 {
 		return code
+	}
+	if rf.out != "" {
+		// Refused before anything runs, whatever the number of cases: a
+		// folder is not a report file.
+		if err := load.CheckReportPath(rf.out); err != nil {
+			fmt.Fprintf(e.stderr, "sluice load: --out: %v\n", err)
+			return exitUsage
+		}
 	}
 	command := append([]string{"sluice", "load"}, args...)
 	if len(cases) <= 1 {
@@ -462,20 +469,16 @@ func (rf *runFlags) profileCases(e env, cmd string) ([]*load.ProfileRef, int) {
 		}
 		return []*load.ProfileRef{ref}, -1
 	}
-	b, err := os.ReadFile(rf.profile)
+	p, err := readProfileRef(rf.profile)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: profile: %v\n", cmd, err)
+		fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
 		return nil, exitUsage
 	}
-	p, err := load.ParseProfile(b)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: %s: %v\n", cmd, rf.profile, err)
-		return nil, exitUsage
-	}
-	sum := sha256.Sum256(b)
 	var refs []*load.ProfileRef
-	for _, c := range p.Cases {
-		refs = append(refs, &load.ProfileRef{Path: rf.profile, SHA256: hex.EncodeToString(sum[:]), Case: c.Name, Profile: p})
+	for _, c := range p.Profile.Cases {
+		ref := *p
+		ref.Case = c.Name
+		refs = append(refs, &ref)
 	}
 	return refs, -1
 }
@@ -498,20 +501,25 @@ func (rf *runFlags) loadProfile(e env, cmd string) (*load.ProfileRef, *load.Case
 }
 
 func readProfile(path, caseName string) (*load.ProfileRef, *load.Case, error) {
-	b, err := os.ReadFile(path)
+	ref, err := readProfileRef(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("profile: %v", err)
+		return nil, nil, err
 	}
-	p, err := load.ParseProfile(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %v", path, err)
-	}
-	c, err := p.Case(caseName)
+	c, err := ref.Profile.Case(caseName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", path, err)
 	}
-	sum := sha256.Sum256(b)
-	return &load.ProfileRef{Path: path, SHA256: hex.EncodeToString(sum[:]), Case: c.Name, Profile: p}, &c, nil
+	ref.Case = c.Name
+	return ref, &c, nil
+}
+
+// readProfileRef reads --profile, with the path in its errors.
+func readProfileRef(path string) (*load.ProfileRef, error) {
+	ref, err := load.ReadProfile(path)
+	if err != nil && !strings.Contains(err.Error(), path) {
+		err = fmt.Errorf("profile %s: %v", path, err)
+	}
+	return ref, err
 }
 
 // config builds the request side of a step from the shared flags.
@@ -607,8 +615,8 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	if out == "" {
 		out = load.DefaultReportName(time.Now())
 	}
-	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
-		fmt.Fprintf(e.stderr, "sluice %s: --out %s: folder does not exist\n", kind, out)
+	if err := load.CheckReportPath(out); err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: --out: %v\n", kind, err)
 		return exitUsage
 	}
 	if err := preflight(ctx, steps[0].Targets, rf.metrics, min(rf.timeout, 5*time.Second)); err != nil {
@@ -632,6 +640,10 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	if err := load.WriteReport(out, r); err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: writing the report: %v\n", kind, err)
 		return exitInternal
+	}
+	if st, err := os.Stat(out); err == nil && st.Size() > load.MaxReportBytes {
+		fmt.Fprintf(e.stderr, "sluice %s: warning: the report is %d MiB, over the %d MiB that check, report, merge and plan read; fewer windows or steps keep it readable\n",
+			kind, st.Size()>>20, load.MaxReportBytes>>20)
 	}
 	if kind == "sweep" {
 		render.CliffTable(e.stdout, r)
