@@ -26,6 +26,14 @@ type Config struct {
 	// Shape is the open-loop timetable of each window. Ignored when
 	// Concurrency > 0.
 	Shape Shape
+	// Arrivals is how an open loop's arrivals are spread over the Shape
+	// (zero: Uniform, arrival i at Shape.At(i)). Poisson draws them from a
+	// Poisson process at the Shape's rate, seeded by Seed.
+	Arrivals Arrivals
+	// Seed names the Poisson arrival times: the same seed and Shape give
+	// the same timetable. Zero draws a seed at random; either way the
+	// report records it. At most MaxSeed; ignored for uniform arrivals.
+	Seed uint64
 	// Concurrency > 0 selects a closed loop: that many workers, each sending
 	// its next request when the previous one is answered.
 	Concurrency int
@@ -104,6 +112,25 @@ type Progress struct {
 	P99          time.Duration
 }
 
+// Arrivals is how an open loop spreads its arrivals over its Shape.
+type Arrivals string
+
+// Arrival processes.
+const (
+	// Uniform is the Shape's own timetable: arrival i due at Shape.At(i),
+	// evenly spaced at a constant rate. Deterministic (D/M/c in queueing
+	// terms).
+	Uniform Arrivals = "uniform"
+	// Poisson draws independent exponential gaps at the Shape's rate at
+	// each moment (ramps and steps included): the arrivals of many
+	// independent clients, as M/M/c theory and many load tools model them.
+	Poisson Arrivals = "poisson"
+)
+
+// MaxSeed is the largest Seed: 2^53 − 1, so that the seed a report records
+// reads back exactly in any JSON reader.
+const MaxSeed = 1<<53 - 1
+
 // End says how a step ended.
 type End string
 
@@ -140,6 +167,21 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if d.Concurrency == 0 && d.Shape.Count() == 0 {
 		return d, fmt.Errorf("%w: neither a rate nor a concurrency", ErrConfig)
+	}
+	switch d.Arrivals {
+	case "":
+		if d.Concurrency == 0 {
+			d.Arrivals = Uniform
+		}
+	case Uniform, Poisson:
+		if d.Concurrency > 0 {
+			return d, fmt.Errorf("%w: arrivals %q: a closed loop has no arrival process (each worker sends after its last answer)", ErrConfig, d.Arrivals)
+		}
+	default:
+		return d, fmt.Errorf("%w: arrivals %q (want uniform or poisson)", ErrConfig, d.Arrivals)
+	}
+	if d.Seed > MaxSeed {
+		return d, fmt.Errorf("%w: seed %d is over the bound: at most %d", ErrConfig, d.Seed, uint64(MaxSeed))
 	}
 	if err := d.checkBounds(); err != nil {
 		return d, err
@@ -268,6 +310,10 @@ func (c Config) stepHeader() Step {
 	} else {
 		st.Mode = "open"
 		st.QueueDepth = c.QueueDepth
+		st.Arrivals = c.Arrivals
+		if c.Arrivals == Poisson {
+			st.Seed = c.Seed
+		}
 		segs := c.Shape.segs
 		st.Rate = segs[0].From
 		if len(segs) == 1 && segs[0].To != segs[0].From {

@@ -29,7 +29,10 @@
 //     the engine (engine.go) runs a step's windows, tally.go holds a
 //     window's striped counters while it runs.
 //   - Shape (shape.go): arrival i is due at At(i), the time at which the
-//     integral of the rate reaches i.
+//     integral of the rate reaches i (uniform arrivals). Poisson arrivals
+//     (pacer.go, timetable) map a seeded unit-rate Poisson process through
+//     the same integral, so ramps and steps keep their rate at every
+//     moment and a seed names the whole timetable.
 //   - The pacer (pacer.go): sleeps to each due time (for sparse timetables
 //     a Go timer, then nanosleep for the last 2 ms, since Go timers below a
 //     millisecond wake up to a millisecond late on Linux; for dense ones a

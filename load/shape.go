@@ -125,7 +125,13 @@ func (s Shape) MeanRate() float64 {
 // t where the integral of the rate from 0 to t equals i. i must be in
 // [0, Count()).
 func (s Shape) At(i int64) time.Duration {
-	n := float64(i)
+	return s.at(float64(i))
+}
+
+// at is the offset at which the integral of the rate reaches n, for any n
+// in [0, the shape's total): At for a whole n, and the time map of a
+// Poisson process (see timetable) for any other.
+func (s Shape) at(n float64) time.Duration {
 	k := len(s.segs) - 1
 	for j := 1; j < len(s.segs); j++ {
 		if s.cum[j] > n {

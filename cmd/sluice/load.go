@@ -175,8 +175,11 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 		return usageErr("--concurrency must be > 0")
 	case *concurrency > 0 && (set["rate"] || *stepRates != "" || *rampTo != 0):
 		return usageErr("--concurrency (closed loop) and --rate/--steps/--ramp-to (open loop) are exclusive")
+	case *concurrency > 0 && (set["arrivals"] || set["seed"]):
+		return usageErr("--arrivals and --seed shape an open loop's timetable; a closed loop (--concurrency) has none")
 	case *concurrency > 0:
 		cfg.Concurrency = *concurrency
+		cfg.Arrivals, cfg.Seed = "", 0
 	case *stepRates != "":
 		rates, err := parseFloats(*stepRates)
 		if err != nil {
@@ -285,6 +288,8 @@ type runFlags struct {
 	insecure     bool
 	noKeepAlive  bool
 	metrics      string
+	arrivals     string
+	seed         uint64
 	profile      string
 	caseName     string
 	out          string
@@ -311,6 +316,8 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	fs.BoolVar(&rf.insecure, "insecure", false, "accept any TLS certificate (a self-signed test bench)")
 	fs.BoolVar(&rf.noKeepAlive, "no-keepalive", false, "open a new connection for every request")
 	fs.StringVar(&rf.metrics, "metrics", "", "Prometheus text endpoint of the server, scraped before and after each window")
+	fs.StringVar(&rf.arrivals, "arrivals", "uniform", "open loop: how arrivals are spread: uniform (the fixed timetable) or poisson (exponential gaps at the same rate)")
+	fs.Uint64Var(&rf.seed, "seed", 0, "with --arrivals poisson: seed of the arrival times, recorded in the report (0: a random one)")
 	fs.StringVar(&rf.profile, "profile", "", "profile JSON: judge the run against a case (PASS, FAIL, INVALID)")
 	fs.StringVar(&rf.caseName, "case", "", "profile case to use (needed when the profile has several)")
 	fs.StringVar(&rf.out, "out", "", "report file (default: load-report-<UTC time>.json in the current folder)")
@@ -597,6 +604,16 @@ func (rf *runFlags) config() (load.Config, error) {
 			return cfg, fmt.Errorf("--metrics: %v", err)
 		}
 	}
+	switch load.Arrivals(rf.arrivals) {
+	case load.Uniform, load.Poisson:
+		cfg.Arrivals = load.Arrivals(rf.arrivals)
+	default:
+		return cfg, fmt.Errorf("--arrivals must be uniform or poisson, not %q", rf.arrivals)
+	}
+	if rf.seed > load.MaxSeed {
+		return cfg, fmt.Errorf("--seed %d is over the bound: at most %d", rf.seed, uint64(load.MaxSeed))
+	}
+	cfg.Seed = rf.seed
 	cfg.Pick = load.Pick(rf.pick)
 	if cfg.Pick != load.RoundRobin && cfg.Pick != load.Weighted {
 		return cfg, fmt.Errorf("--pick must be round-robin or weighted")

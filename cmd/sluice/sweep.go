@@ -69,14 +69,24 @@ func runSweep(ctx context.Context, e env, args []string) int {
 		if msg := boundRates("--rates", rs); msg != "" {
 			return usageErr("%s", msg)
 		}
-		for _, r := range rs {
+		for i, r := range rs {
 			c := base
 			if c.Shape, err = load.Constant(r, *stepDur); err != nil {
 				return usageErr("%v", err)
 			}
+			if c.Seed > 0 {
+				// Each rung its own arrivals, all named by the one seed.
+				if c.Seed = base.Seed + uint64(i); c.Seed > load.MaxSeed {
+					c.Seed -= load.MaxSeed
+				}
+			}
 			steps = append(steps, c)
 		}
 	} else {
+		if set["arrivals"] || set["seed"] {
+			return usageErr("--arrivals and --seed shape an open loop's timetable (--rates); a ladder of concurrencies has none")
+		}
+		base.Arrivals, base.Seed = "", 0
 		cs, err := parseInts(*concs)
 		if err != nil {
 			return usageErr("--concurrencies: %v", err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice/load"
 )
 
 // TestReportJudgesLikeCheck: `report` prints the verdict check gives, not
@@ -116,5 +118,37 @@ func TestReportReadersAreBounded(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, "over the bound") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 saying it is over the bound", args, code, stderr)
 		}
+	}
+}
+
+// TestLoadPoissonArrivals: --arrivals poisson --seed N runs and the report
+// records both; the text summary names them; sweep gives each rung its own
+// seed from the one given.
+func TestLoadPoissonArrivals(t *testing.T) {
+	srv := okServer(t, 0)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.json")
+	code, stdout, stderr := runCmd(context.Background(), nil, "load", "--url", srv.URL, "--rate", "200", "--duration", "300ms",
+		"--arrivals", "poisson", "--seed", "7", "--out", out, "--max-lag", "1s", "--live", "off")
+	if code != exitOK || !strings.Contains(stdout, "poisson arrivals, seed 7") {
+		t.Fatalf("load: exit %d, stdout %q stderr %q; want 0 naming the arrivals and seed", code, stdout, stderr)
+	}
+	r, err := load.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Steps[0]; st.Arrivals != load.Poisson || st.Seed != 7 {
+		t.Errorf("report step: arrivals %q seed %d, want poisson and 7", st.Arrivals, st.Seed)
+	}
+	sw := filepath.Join(dir, "s.json")
+	if code, stdout, stderr := runCmd(context.Background(), nil, "sweep", "--url", srv.URL, "--rates", "100,200", "--step-duration", "200ms",
+		"--arrivals", "poisson", "--seed", "7", "--out", sw, "--max-lag", "1s", "--live", "off"); code != exitOK {
+		t.Fatalf("sweep: exit %d %s %s", code, stdout, stderr)
+	}
+	if r, err = load.ReadReport(sw); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Steps) != 2 || r.Steps[0].Seed != 7 || r.Steps[1].Seed != 8 || r.Steps[1].Arrivals != load.Poisson {
+		t.Errorf("sweep steps: %+v %+v, want poisson seeds 7 and 8", r.Steps[0].Seed, r.Steps[1].Seed)
 	}
 }

@@ -34,7 +34,14 @@ func Text(w io.Writer, r *load.Report) {
 		fmt.Fprintln(w, "ABORTED:", r.Aborted)
 	}
 	for si, st := range r.Steps {
-		fmt.Fprintf(w, "\nstep %d  %s  (%s loop, %d workers", si, st.Label, st.Mode, st.Workers)
+		fmt.Fprintf(w, "\nstep %d  %s  (%s loop", si, st.Label, st.Mode)
+		switch {
+		case st.Arrivals == load.Poisson && st.Seed > 0:
+			fmt.Fprintf(w, ", poisson arrivals, seed %d", st.Seed)
+		case st.Arrivals != "":
+			fmt.Fprintf(w, ", %s arrivals", st.Arrivals)
+		}
+		fmt.Fprintf(w, ", %d workers", st.Workers)
 		if st.Mode == "open" {
 			fmt.Fprintf(w, ", queue %d", st.QueueDepth)
 		}
