@@ -22,6 +22,7 @@ var planCommands = []struct{ name, summary string }{
 	{"little", "Little's law: solve L = λW (or Lq = λq·Wq) for the missing figure, or check three"},
 	{"drain", "backlog drain: net drain rate and ideal drain time, from flags or a load report"},
 	{"queue", "queue sizing: starting capacity from target wait × safe rate, and its memory"},
+	{"wait", "waiting time (M/M/c): P(wait), mean and p99 wait for c slots, and the slots a p99 target needs"},
 	{"retry", "retry amplification: attempts per layer ^ layers, and what a retry budget leaves"},
 	{"fleet", "fleet totals: per-instance pool × instances against the shared resource"},
 }
@@ -31,7 +32,8 @@ func planUsage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Capacity arithmetic for overload. Every calculation prints a table, or JSON with --json.")
 	fmt.Fprintln(w, "Exit status: 0 computed; 1 computed, and the plan does not hold (the figures do not add")
-	fmt.Fprintln(w, "up, the backlog never drains, the fleet exceeds the shared limit); 2 bad input.")
+	fmt.Fprintln(w, "up, the backlog never drains, the queue grows without bound or misses its wait target, the")
+	fmt.Fprintln(w, "fleet exceeds the shared limit); 2 bad input.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "calculations:")
 	for _, c := range planCommands {
@@ -58,6 +60,8 @@ func runPlan(_ context.Context, e env, args []string) int {
 		run = planDrain
 	case "queue":
 		run = planQueue
+	case "wait":
+		run = planWait
 	case "retry":
 		run = planRetry
 	case "fleet":
@@ -431,6 +435,66 @@ func planQueue(e env, args []string) int {
 		rows = append(rows, [2]string{"memory when full", humanBytes(r.Bytes)})
 	}
 	table(e.stdout, rows)
+	return exitOK
+}
+
+func planWait(e env, args []string) int {
+	fs, asJSON := planFlags(e, "wait",
+		"Waiting time in front of c slots, by M/M/c theory (Erlang C): arrivals at random (Poisson), service\n"+
+			"times of one mean with an exponential spread, one FIFO queue. Gives the probability of waiting, the\n"+
+			"mean and p99 wait and time in system, and with --target-p99-wait the fewest slots that meet it.\n"+
+			"Service times with less spread wait less than this; bursts and slow items wait more.")
+	var in plan.Wait
+	fs.Int64Var(&in.Slots, "slots", 0, "c: slots serving the queue (required unless --target-p99-wait is given)")
+	fs.Var(secondsValue{&in.ServiceTime}, "service-time", "mean time an item holds its slot (10ms or 0.01; required)")
+	fs.Float64Var(&in.Rate, "rate", 0, "λ: arrivals per second (required)")
+	fs.Var(secondsValue{&in.TargetP99Wait}, "target-p99-wait", "the longest acceptable p99 wait: also say how many slots meet it (50ms or 0.05)")
+	if code, ok := planParse(fs, e, args); !ok {
+		return code
+	}
+	r, err := in.Solve()
+	if err != nil {
+		return planFail(e, fs, err)
+	}
+	holds := r.Stable && (in.TargetP99Wait == 0 || r.MeetsTarget)
+	if *asJSON {
+		writeJSON(e.stdout, r)
+	} else {
+		ms := func(s float64) string { return num(s*1000) + " ms" }
+		slots := strconv.FormatInt(r.Slots, 10)
+		if in.Slots == 0 {
+			slots += " (the fewest that meet the target)"
+		}
+		rows := [][2]string{
+			{"slots (c)", slots},
+			{"service time (mean)", ms(in.ServiceTime) + " (" + num(1/in.ServiceTime) + " /s a slot)"},
+			{"arrivals (λ)", num(in.Rate) + " /s"},
+			{"offered load (λ × service)", num(r.Load) + " slots busy on average"},
+			{"utilization", num(100*r.Utilization) + " %"},
+		}
+		if !r.Stable {
+			rows = append(rows, [2]string{"steady state", "NONE: the work arriving needs " + num(r.Load) + " slots and " + strconv.FormatInt(r.Slots, 10) +
+				" serve it, so the queue grows without bound; add slots, shorten the service or refuse the excess"})
+		} else {
+			rows = append(rows,
+				[2]string{"P(wait) (Erlang C)", num(r.PWait)},
+				[2]string{"mean wait", ms(r.MeanWait)},
+				[2]string{"p99 wait", ms(r.P99Wait)},
+				[2]string{"mean time in system", ms(r.MeanInSystem) + " (wait + service: a load driver's response time)"},
+				[2]string{"p99 time in system", ms(r.P99InSystem)})
+		}
+		if in.TargetP99Wait > 0 {
+			verdict := "meets it"
+			if !r.MeetsTarget {
+				verdict = "does NOT meet it"
+			}
+			rows = append(rows, [2]string{"slots for p99 wait ≤ " + ms(in.TargetP99Wait), strconv.FormatInt(r.NeededSlots, 10) + "; " + strconv.FormatInt(r.Slots, 10) + " " + verdict})
+		}
+		table(e.stdout, rows)
+	}
+	if !holds {
+		return exitFail
+	}
 	return exitOK
 }
 
