@@ -169,10 +169,7 @@ func windowTable(r *load.Report) string {
 	for _, st := range r.Steps {
 		for _, w := range st.Windows {
 			c, l := w.Counts, w.Latency
-			drv := "ok"
-			if w.Driver.Limited {
-				drv = "LIMITED"
-			}
+			drv := DriverColumn(w)
 			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td>%d</td><td class="l">window</td><td>%d</td><td>%.1f</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`+"\n",
 				html.EscapeString(st.Label), w.Index, c.Scheduled, w.Rates.OK, c.Refused, c.Dropped, c.HTTPError+c.TransportError+c.Unfinished,
 				fmtDist(l.OKResponseTime, l.OKResponseTime.P50), fmtDist(l.OKResponseTime, l.OKResponseTime.P99), fmtDist(l.ResponseTime, l.ResponseTime.P99), drv)
