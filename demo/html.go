@@ -3,13 +3,14 @@ package demo
 import (
 	"bytes"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/atomicfile"
 	"html"
 	"math"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/atomicfile"
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/load"
 	"github.com/sluicehq/sluice/load/render"
 )
@@ -51,19 +52,15 @@ func WriteFiles(dir string, res *Result) (string, error) {
 	return page, atomicfile.Write(page, HTML(res))
 }
 
-// variantStroke gives each variant its own line width and dash, so lines
-// that coincide (cached goodput of every variant but the bug) stay
-// visible: the widest is drawn first.
-func variantStroke(v Variant) string {
-	switch v {
-	case NoGate:
-		return `stroke-width="6" stroke-opacity="0.45"`
-	case DiskScope:
-		return `stroke-width="3.5"`
-	case Adaptive:
-		return `stroke-width="2" stroke-dasharray="6 4"`
+// variantStyle gives each variant the same color and stroke in every
+// chart. Lines that coincide (the cached goodput of every variant but the
+// bug) are drawn side by side by the chart kit, not one over the other.
+func variantStyle(v Variant) chart.Series {
+	s := chart.Series{Name: string(v), Color: variantColor(v), Width: 2.5, Markers: true}
+	if v == Adaptive {
+		s.Dash = "6 3"
 	}
-	return `stroke-width="2"`
+	return s
 }
 
 // variantColor gives each variant the same color in every chart.
@@ -81,20 +78,33 @@ func variantColor(v Variant) string {
 	return "#000"
 }
 
+// Figures are the charts of the page, one per figure of the table and
+// class of work, in the order drawn.
+var figures = []struct {
+	title string
+	log   bool
+	f     func(Step) float64
+}{
+	{"Cached work: ok answers per second", false, func(s Step) float64 { return s.Cached.Goodput }},
+	{"Uncached work: ok answers per second", false, func(s Step) float64 { return s.Uncached.Goodput }},
+	{"Cached work: refused (%)", false, func(s Step) float64 { return s.Cached.RefusedPercent }},
+	{"Uncached work: refused (%)", false, func(s Step) float64 { return s.Uncached.RefusedPercent }},
+	{"Cached work: lost (%)", false, func(s Step) float64 { return lostPercent(s.Cached) }},
+	{"Uncached work: lost (%)", false, func(s Step) float64 { return lostPercent(s.Uncached) }},
+	{"Cached work: p99 of ok answers (ms, log scale)", true, func(s Step) float64 { return s.Cached.P99 }},
+	{"Uncached work: p99 of ok answers (ms, log scale)", true, func(s Step) float64 { return s.Uncached.P99 }},
+}
+
 // HTML draws the result as one self-contained page (inline SVG, no
 // scripts, nothing fetched): what was run, the two-sentence summary, one
-// chart per figure of the table (goodput, refusals and p99, cached and
-// uncached, over the steps, one line per variant), the adaptive limit over
-// time, and the table itself.
+// chart per figure of the table (goodput, refusals, losses and p99,
+// cached and uncached, over the steps, one line per variant), the
+// adaptive limit over time, the table itself and the notes its numbers
+// need.
 func HTML(res *Result) []byte {
 	var b bytes.Buffer
-	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>sluice demo</title><style>
-body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0;font-size:13px}td,th{border:1px solid #ccc;padding:2px 7px;text-align:right}th{background:#f4f4f4}
-td.l{text-align:left}.summary{background:#f6f8fa;border-left:4px solid #2ca02c;padding:.6em 1em}.note{color:#555;font-size:13px}
-.grid{display:flex;flex-wrap:wrap;gap:1em}.grid div{flex:0 0 520px}svg{background:#fff;border:1px solid #ddd;display:block}</style></head><body>
-<h1>sluice demo: four gates under the same overload</h1>
-`)
+	fmt.Fprintf(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>sluice demo</title><style>%s</style></head><body>\n"+
+		"<h1>sluice demo: four gates under the same overload</h1>\n", chart.Style)
 	how := "measured"
 	if !res.Measured {
 		how = "given"
@@ -112,30 +122,21 @@ td.l{text-align:left}.summary{background:#f6f8fa;border-left:4px solid #2ca02c;p
 	}
 	b.WriteString("</ul>\n")
 
-	type figure struct {
-		title string
-		log   bool
-		f     func(Step) float64
-	}
-	charts := []figure{
-		{"Cached work: ok answers per second", false, func(s Step) float64 { return s.Cached.Goodput }},
-		{"Uncached work: ok answers per second", false, func(s Step) float64 { return s.Uncached.Goodput }},
-		{"Cached work: refused (%)", false, func(s Step) float64 { return s.Cached.RefusedPercent }},
-		{"Uncached work: refused (%)", false, func(s Step) float64 { return s.Uncached.RefusedPercent }},
-		{"Cached work: p99 of ok answers (ms, log scale)", true, func(s Step) float64 { return s.Cached.P99 }},
-		{"Uncached work: p99 of ok answers (ms, log scale)", true, func(s Step) float64 { return s.Uncached.P99 }},
+	steps := make([]string, len(res.Multipliers))
+	for i, m := range res.Multipliers {
+		steps[i] = FormatMultiplier(m)
 	}
 	b.WriteString(`<div class="grid">`)
-	for _, c := range charts {
-		var ss []series
+	for _, fig := range figures {
+		c := chart.Chart{Width: 560, Height: 250, Legend: 130, Categories: steps, LogY: fig.log, XLabel: "step (multiple of capacity)"}
 		for _, r := range res.Runs {
-			s := series{name: string(r.Variant), color: variantColor(r.Variant), stroke: variantStroke(r.Variant)}
-			for _, st := range r.Steps {
-				s.ys = append(s.ys, c.f(st))
+			s := variantStyle(r.Variant)
+			for i, st := range r.Steps {
+				s.Points = append(s.Points, chart.Point{X: float64(i), Y: fig.f(st)})
 			}
-			ss = append(ss, s)
+			c.Series = append(c.Series, s)
 		}
-		fmt.Fprintf(&b, "<div><h2>%s</h2>\n%s</div>\n", html.EscapeString(c.title), stepChart(res.Multipliers, ss, c.log))
+		fmt.Fprintf(&b, "<div><h2>%s</h2>\n%s</div>\n", html.EscapeString(fig.title), c.SVG())
 	}
 	b.WriteString("</div>\n")
 	if r := res.find(Adaptive); r != nil && len(r.Limit) > 0 {
@@ -153,24 +154,18 @@ td.l{text-align:left}.summary{background:#f6f8fa;border-left:4px solid #2ca02c;p
 			}
 			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td></tr>`+"\n",
 				name, FormatMultiplier(st.Multiplier), st.Uncached.Offered, st.Cached.Goodput, pct(st.Cached.RefusedPercent), pct(lostPercent(st.Cached)),
-				FormatMS(st.Cached.P99), st.Uncached.Goodput, pct(st.Uncached.RefusedPercent), pct(lostPercent(st.Uncached)), FormatMS(st.Uncached.P99))
+				html.EscapeString(formatP99(st.Cached)), st.Uncached.Goodput, pct(st.Uncached.RefusedPercent), pct(lostPercent(st.Uncached)), html.EscapeString(formatP99(st.Uncached)))
 		}
 	}
 	b.WriteString("</table>\n<p class=\"note\">ok/s: ok answers per second (goodput). refused: 503 answers. lost: requests the driver dropped " +
 		"(its bounded queue was full, which is what an ungated server's pile-up does to clients) or that failed. ok p99: response time of ok answers, " +
 		"measured from when each request was due, so waiting in the driver counts.</p>\n")
-	var notes bytes.Buffer
-	for _, r := range res.Runs {
-		if !r.BooksClosed {
-			fmt.Fprintf(&notes, "<li>%s: the gate's books do not close (offered %d, admitted %d, completed %d, in flight %d).</li>", r.Variant,
-				r.Gate.Offered, r.Gate.Admitted, r.Gate.Completed.Total(), r.Gate.Inflight)
+	if notes := Notes(res); len(notes) > 0 {
+		b.WriteString("<h2>Notes</h2><ul>\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "<li>%s</li>\n", html.EscapeString(n))
 		}
-		if r.DriverLimited {
-			fmt.Fprintf(&notes, "<li>%s: the driver fell behind its timetable (a busy machine); its figures understate the load.</li>", r.Variant)
-		}
-	}
-	if notes.Len() > 0 {
-		fmt.Fprintf(&b, "<h2>Notes</h2><ul>%s</ul>\n", notes.String())
+		b.WriteString("</ul>\n")
 	}
 	b.WriteString("<h2>Details</h2><p>Each variant's two drivers wrote full load reports beside this page; their per-second timelines are drawn in:</p><ul>\n")
 	for _, r := range res.Runs {
@@ -189,146 +184,17 @@ func multipliers(ms []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-type series struct {
-	name, color, stroke string
-	ys                  []float64 // one per step; NaN: nothing measured
-}
-
-// stepChart draws one line per series over the steps (evenly spaced, as
-// categories), with a linear y axis from zero, or a log10 axis.
-func stepChart(steps []float64, ss []series, logY bool) string {
-	const W, H, L, R, T, B = 520.0, 250.0, 56.0, 110.0, 12.0, 34.0
-	pw, ph := W-L-R, H-T-B
-	lo, hi := 0.0, 0.0
-	first := true
-	for _, s := range ss {
-		for _, y := range s.ys {
-			if math.IsNaN(y) || math.IsInf(y, 0) || (logY && y <= 0) {
-				continue
-			}
-			if first {
-				lo, hi, first = y, y, false
-			}
-			lo, hi = math.Min(lo, y), math.Max(hi, y)
-		}
-	}
-	var ticks []float64
-	var ymap func(float64) float64
-	if logY {
-		if first {
-			lo, hi = 1, 10
-		}
-		a, z := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-		if z <= a {
-			z = a + 1
-		}
-		for e := a; e <= z; e++ {
-			ticks = append(ticks, math.Pow(10, e))
-		}
-		ymap = func(v float64) float64 { return T + ph - ph*(math.Log10(v)-a)/(z-a) }
-	} else {
-		top := niceCeil(hi)
-		for k := 0; k <= 4; k++ {
-			ticks = append(ticks, top*float64(k)/4)
-		}
-		ymap = func(v float64) float64 { return T + ph - ph*math.Min(v/top, 1) }
-	}
-	n := len(steps)
-	xmap := func(i int) float64 {
-		if n == 1 {
-			return L + pw/2
-		}
-		return L + pw*(0.05+0.9*float64(i)/float64(n-1))
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-size="11">`, W, H, W, H)
-	for _, t := range ticks {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%.1f" y="%.1f" text-anchor="end">%s</text>`,
-			L, ymap(t), L+pw, ymap(t), L-4, ymap(t)+4, trimFloat(t))
-	}
-	for i, m := range steps {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, xmap(i), T+ph+16, FormatMultiplier(m))
-	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">step (multiple of capacity)</text>`, L+pw/2, H-3)
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#888"/>`, L, T+ph, L+pw, T+ph)
-	for si, s := range ss {
-		var pts []string
-		for i, y := range s.ys {
-			if i >= n || math.IsNaN(y) || math.IsInf(y, 0) || (logY && y <= 0) {
-				continue
-			}
-			x, yy := xmap(i), ymap(y)
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, yy))
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s %s: %s</title></circle>`, x, yy, s.color,
-				html.EscapeString(s.name), FormatMultiplier(steps[i]), trimFloat(y))
-		}
-		if len(pts) > 1 {
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" %s points="%s"/>`, s.color, s.stroke, strings.Join(pts, " "))
-		}
-		ly := T + 8 + 15*float64(si)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" %s/><text x="%.1f" y="%.1f">%s</text>`,
-			L+pw+8, ly, L+pw+28, ly, s.color, s.stroke, L+pw+32, ly+4, html.EscapeString(s.name))
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
-}
-
 // limitChart draws the adaptive limit over the run, with the steps marked.
 func limitChart(samples []LimitSample, step time.Duration, steps []float64) string {
-	const W, H, L, R, T, B = 1000.0, 220.0, 56.0, 20.0, 12.0, 34.0
-	pw, ph := W-L-R, H-T-B
 	end := step.Seconds() * float64(len(steps))
-	top := 1.0
-	for _, s := range samples {
-		end = math.Max(end, s.At.Seconds())
-		top = math.Max(top, float64(s.Limit))
+	s := chart.Series{Name: "slots", Color: variantColor(Adaptive)}
+	for _, l := range samples {
+		end = math.Max(end, l.At.Seconds())
+		s.Points = append(s.Points, chart.Point{X: l.At.Seconds(), Y: float64(l.Limit)})
 	}
-	if !(end > 0) {
-		end = 1
-	}
-	top = niceCeil(top)
-	x := func(v float64) float64 { return L + pw*math.Min(v/end, 1) }
-	y := func(v float64) float64 { return T + ph - ph*math.Min(v/top, 1) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-size="11">`, W, H, W, H)
+	c := chart.Chart{Width: 1000, Height: 220, Legend: 80, XMax: end, XLabel: "slots, over the run's steps", Series: []chart.Series{s}}
 	for i, m := range steps {
-		x0, x1 := x(step.Seconds()*float64(i)), x(step.Seconds()*float64(i+1))
-		if i%2 == 0 {
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f3f3f3"/>`, x0, T, x1-x0, ph)
-		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, (x0+x1)/2, T+ph+16, FormatMultiplier(m))
+		c.Bands = append(c.Bands, chart.Band{From: step.Seconds() * float64(i), To: step.Seconds() * float64(i+1), Label: FormatMultiplier(m), Plain: i%2 == 1})
 	}
-	for k := 0; k <= 4; k++ {
-		v := top * float64(k) / 4
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%.1f" y="%.1f" text-anchor="end">%s</text>`,
-			L, y(v), L+pw, y(v), L-4, y(v)+4, trimFloat(v))
-	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">slots, over the run's steps</text>`, L+pw/2, H-3)
-	pts := make([]string, len(samples))
-	for i, s := range samples {
-		pts[i] = fmt.Sprintf("%.1f,%.1f", x(s.At.Seconds()), y(float64(s.Limit)))
-	}
-	fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, variantColor(Adaptive), strings.Join(pts, " "))
-	b.WriteString("</svg>\n")
-	return b.String()
-}
-
-func niceCeil(v float64) float64 {
-	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func trimFloat(v float64) string {
-	if v >= 100 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+	return c.SVG()
 }

@@ -1,9 +1,13 @@
 package demo
 
 import (
+	"html"
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/load"
 )
 
 // synthetic builds a result whose cached goodput per step is given for
@@ -99,26 +103,98 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
-// TestChartsDrawAnyNumbers: charts of NaN, zero, one step and huge values
-// are still well-formed SVG.
+// TestChartsDrawAnyNumbers: a page of NaN, zero and missing figures, and
+// a limit chart of odd samples, are still finished, well-formed pages.
 func TestChartsDrawAnyNumbers(t *testing.T) {
-	for _, logY := range []bool{false, true} {
-		for _, steps := range [][]float64{{1}, {1, 2, 5, 10}} {
-			ss := []series{
-				{name: "a<b", color: "#000", ys: []float64{math.NaN(), 0, 1e9, math.Inf(1)}},
-				{name: "empty", color: "#111"},
-			}
-			if err := wellFormed(stepChart(steps, ss, logY)); err != nil {
-				t.Errorf("log=%v steps=%v: %v", logY, steps, err)
-			}
-		}
-	}
 	if err := wellFormed(limitChart([]LimitSample{{Limit: 16}, {At: 3e9, Limit: 4}}, 0, nil)); err != nil {
 		t.Error(err)
 	}
-	page := HTML(synthetic([]float64{100, 50, 60, 74}, []float64{100, 200, 500, 1000},
-		map[Variant]float64{NoGate: math.NaN(), RequestScope: 1, DiskScope: 2, Adaptive: 3}, map[Variant]float64{}))
-	if !strings.Contains(string(page), "</html>") {
-		t.Error("page not finished")
+	page := string(HTML(synthetic([]float64{100, 50, 60, 74}, []float64{100, 200, 500, 1000},
+		map[Variant]float64{NoGate: math.NaN(), RequestScope: 1, DiskScope: 2, Adaptive: 3}, map[Variant]float64{})))
+	if !strings.Contains(page, "</html>") || strings.Contains(page, "NaN") {
+		t.Error("page not finished, or a NaN reached it")
+	}
+	if n := strings.Count(page, "<svg"); n != len(figures)+1 {
+		t.Errorf("%d charts, want one per figure (%d) and the adaptive limit", n, len(figures))
+	}
+	for _, title := range []string{"Cached work: lost (%)", "Uncached work: lost (%)"} {
+		if !strings.Contains(page, html.EscapeString(title)) {
+			t.Errorf("no chart %q", title)
+		}
+	}
+}
+
+// TestNotesExplainTheCeilingAndTheOvershoot: a p99 measured while the
+// driver dropped requests is marked as the driver's ceiling, with the
+// ceiling computed; uncached goodput above the capacity is explained;
+// both in the text table and on the page.
+func TestNotesExplainTheCeilingAndTheOvershoot(t *testing.T) {
+	p99 := map[Variant]float64{NoGate: 1310, RequestScope: 170, DiskScope: 180, Adaptive: 120}
+	res := synthetic([]float64{100, 50, 60, 74}, []float64{100, 200, 500, 1000}, p99, map[Variant]float64{})
+	res.Disk = Disk{Channels: 4, Service: 40 * time.Millisecond}
+	ng := res.find(NoGate)
+	ng.Steps[1].Uncached.Goodput = 148
+	for _, i := range []int{2, 3} {
+		ng.Steps[i].Uncached.P99, ng.Steps[i].Uncached.P99Capped = 1310, true
+	}
+	if got := res.Ceiling(); got != 1320*time.Millisecond {
+		t.Errorf("ceiling %v, want (64 + 64) / 100 + 40 ms = 1.32 s", got)
+	}
+	notes := strings.Join(Notes(res), "\n")
+	for _, want := range []string{
+		"≥ marks a p99 at the driver's ceiling (uncached: no-gate at 5×, no-gate at 10×)", "(64 + 64) ÷ 100/s + one read = 1.32s",
+		"no-gate's uncached ok/s at 2× (148/s) is above the capacity (100/s)", "still being answered during the next",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "≥1.31s") || !strings.Contains(b.String(), "note: ≥ marks") {
+		t.Errorf("the table does not mark the capped p99:\n%s", b.String())
+	}
+	if s := Summary(res); !strings.Contains(s, "highest with no-gate (at least 1.31s") {
+		t.Errorf("the summary states a capped p99 as a measurement: %s", s)
+	}
+	page := string(HTML(res))
+	if !strings.Contains(page, "≥1.31s") || !strings.Contains(page, "is above the capacity") {
+		t.Error("the page does not carry the notes")
+	}
+	// Without drops and overshoot there is nothing to explain.
+	for _, n := range Notes(synthetic([]float64{100, 50, 60, 74}, []float64{100, 200, 500, 1000}, p99, map[Variant]float64{})) {
+		if strings.Contains(n, "ceiling") || strings.Contains(n, "above the capacity") {
+			t.Errorf("a note with nothing to explain: %s", n)
+		}
+	}
+}
+
+// TestClassOfMarksTheCeiling: a step in which the driver dropped requests
+// while those it sent waited near its ceiling has a capped p99; one
+// without drops, one whose drops came with quick answers (a busy machine,
+// not a pile-up) and cached work have not.
+func TestClassOfMarksTheCeiling(t *testing.T) {
+	ceil := 1320 * time.Millisecond
+	slow, quick := load.Dist{Count: 10, P99: 1310}, load.Dist{Count: 10, P99: 350}
+	dropped := load.PhaseCounts{Scheduled: 100, Sent: 60, Dropped: 40, OK: 60}
+	calm := load.PhaseCounts{Scheduled: 100, Sent: 100, OK: 100}
+	for _, c := range []struct {
+		name   string
+		counts load.PhaseCounts
+		p99    load.Dist
+		ceil   time.Duration
+		capped bool
+	}{
+		{"pile-up", dropped, slow, ceil, true},
+		{"no drops", calm, slow, ceil, false},
+		{"drops, quick answers", dropped, quick, ceil, false},
+		{"cached work", dropped, slow, 0, false},
+	} {
+		got := classOf(load.Phase{EndS: 2, Counts: c.counts, OKResponseTime: c.p99}, c.ceil)
+		if got.P99Capped != c.capped || got.P99 != c.p99.P99 {
+			t.Errorf("%s: %+v, want capped %v", c.name, got, c.capped)
+		}
 	}
 }

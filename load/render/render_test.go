@@ -285,3 +285,18 @@ func TestTextExplainsEveryCountAndTheDrops(t *testing.T) {
 		t.Errorf("drops at a stop:\n%s", stopped)
 	}
 }
+
+// TestHTMLHeaderNamesOnlyWhatTheReportRecords: a report written by the
+// driver as a library has no tool module or version; the header leaves
+// them out instead of printing empty fields.
+func TestHTMLHeaderNamesOnlyWhatTheReportRecords(t *testing.T) {
+	r := &load.Report{Kind: "load", Host: load.Host{Hostname: "vm", CPUs: 2}, Verdict: load.Verdict{Status: load.StatusNone}}
+	page := string(HTML([]*load.Report{r}, []string{"no-gate cached"}))
+	if !strings.Contains(page, "load, host vm (2 cpus), started") || strings.Contains(page, ", ,") || strings.Contains(page, ",  ,") {
+		t.Errorf("header with empty fields: %s", page[strings.Index(page, "<p>"):strings.Index(page, "</p>")])
+	}
+	r.Tool = load.Tool{Module: "github.com/sluicehq/sluice", Version: "v1.2.3"}
+	if page := string(HTML([]*load.Report{r}, []string{"x"})); !strings.Contains(page, "load, github.com/sluicehq/sluice v1.2.3, host vm") {
+		t.Error("the tool is not named when the report records it")
+	}
+}

@@ -2,12 +2,14 @@ package render
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice/load"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/chart"
+	"github.com/sluicehq/sluice/load"
 )
 
 // ProgressLine is the live line: one a second while a run is on a terminal.
@@ -150,7 +152,7 @@ func DropLines(st load.Step, win load.Window) []string {
 		switch {
 		case win.Latency.RequestTime.Count > 0 && budget > 0 && p99 > budget:
 			out = append(out, fmt.Sprintf("dropped %d of %d arrivals (%.1f%%) because %s was full: the server was slow (request time p99 %s, over the %s budget), "+
-				"so the drops are the server's doing, what its clients would have met; the driver kept its timetable", n, c.Scheduled, share, queue, fmtMS(p99), fmtMS(budget)))
+				"so the drops are the server's doing, what its clients would have met", n, c.Scheduled, share, queue, fmtMS(p99), fmtMS(budget)))
 		default:
 			out = append(out, fmt.Sprintf("dropped %d of %d arrivals (%.1f%%) because %s was full while the server answered within the %s budget: "+
 				"too few workers for the rate, the driver's own doing (raise --workers)", n, c.Scheduled, share, queue, fmtMS(budget)))
@@ -206,9 +208,9 @@ func writePhases(w io.Writer, win load.Window) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  \trate/s\tfrom\tto\tsched\tok\trefused\terrors\tdropped\tok/s\tok p50\tok p99\tall p99\t")
 	for _, p := range win.Phases {
-		rate := trimFloat(p.RateFrom)
+		rate := chart.Num(p.RateFrom)
 		if p.RateTo != p.RateFrom {
-			rate += ".." + trimFloat(p.RateTo)
+			rate += ".." + chart.Num(p.RateTo)
 		}
 		c := p.Counts
 		fmt.Fprintf(tw, "  \t%s\t%.1fs\t%.1fs\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t\n", rate, p.StartS, p.EndS,
