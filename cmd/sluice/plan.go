@@ -173,7 +173,8 @@ func planLittle(e env, args []string) int {
 			"check that they add up. Queue figures and whole-system figures are never mixed.")
 	var in plan.Little
 	fs.Float64Var(&in.Rate, "rate", 0, "λ: average arrivals per second into the scope")
-	fs.Float64Var(&in.InSystem, "in-system", 0, "L: average items in the system, queued plus working")
+	fs.Float64Var(&in.InSystem, "in-system", 0, "L: average items in the system, queued plus working (a sluice gate: the mean of sluice_admission_inflight, with --waiting)")
+	fs.Float64Var(&in.Waiting, "waiting", 0, "added to --in-system: the mean of the gate's sluice_admission_waiting, when --in-system is its inflight gauge (which leaves the queue out)")
 	fs.Float64Var(&in.Queued, "queued", 0, "Lq: average items waiting, not yet started")
 	fs.Var(secondsValue{&in.TotalTime}, "total-time", "W: average time from arrival to completion (200ms or 0.2)")
 	fs.Var(secondsValue{&in.QueueTime}, "queue-time", "Wq: average time from arrival to start of work (50ms or 0.05)")
@@ -227,9 +228,20 @@ func planLittle(e env, args []string) int {
 			{tm, num(r.Time) + " s" + mark("time")},
 			{count, num(r.Count) + mark("count")},
 		}
+		if in.Waiting > 0 {
+			rows[3][1] += " (in-system " + num(in.InSystem) + " + waiting " + num(in.Waiting) + ")"
+		}
 		if r.Solved == "check" {
 			verdict := "adds up"
-			if !r.AddsUp {
+			switch {
+			case r.AddsUp:
+			case r.Ratio < 1 && *reportPath != "" && in.Waiting == 0:
+				verdict = "does NOT add up: the server counts fewer than the driver had in its hands. If --in-system is the gate's inflight gauge, " +
+					"add its waiting gauge (--waiting): inflight counts slots held and leaves the queue out. The driver's time also covers the network " +
+					"and the work before the gate"
+			case r.Ratio < 1:
+				verdict = "does NOT add up: fewer items than the traffic needs: a count or a rate is wrong, or the figures come from different scopes"
+			default:
 				verdict = "does NOT add up: a counter is missing, the scopes differ, or work holds slots without completing (a leak)"
 			}
 			rows = append(rows, [2]string{"count / (λ × time)", num(r.Ratio) + " — " + verdict})

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -222,6 +223,15 @@ func TestPlanLittleFromLoadReport(t *testing.T) {
 	// A server-side count far from what the driver saw does not add up.
 	if code, stdout, _ := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--in-system", "50"); code != exitFail || !strings.Contains(stdout, "does NOT add up") {
 		t.Errorf("check: exit %d\n%s", code, stdout)
+	}
+	// A gate's inflight gauge alone leaves its queue out: the message says
+	// to add the waiting gauge, and with it the figures add up.
+	inflight, waiting := strconv.FormatFloat(got.Count*0.6, 'f', 3, 64), strconv.FormatFloat(got.Count*0.4, 'f', 3, 64)
+	if code, stdout, _ := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--in-system", inflight); code != exitFail || !strings.Contains(stdout, "add its waiting gauge (--waiting)") {
+		t.Errorf("inflight alone: exit %d\n%s", code, stdout)
+	}
+	if code, stdout, _ := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--in-system", inflight, "--waiting", waiting); code != exitOK || !strings.Contains(stdout, "adds up") || !strings.Contains(stdout, "+ waiting") {
+		t.Errorf("inflight + waiting: exit %d\n%s", code, stdout)
 	}
 	// The report's total time with a queue count is the mixing refused.
 	if code, _, stderr := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--queued", "3"); code != exitUsage || !strings.Contains(stderr, "overstates the queue") {
