@@ -83,9 +83,13 @@ func ReadReportSHA256(path string) (*Report, string, error) {
 	return r, hex.EncodeToString(sum[:]), nil
 }
 
-// readBounded reads a file of at most max bytes. A larger one is refused
-// from its size before it is read, and a file that grows while it is read
-// stops at max+1 bytes.
+// ReadInput reads a file the driver takes as input (a request body, a
+// targets file) of at most max bytes (MaxBodyBytes, MaxTargetsFileBytes).
+// A larger one is refused from its size before it is read, and a file
+// that grows while it is read stops at max+1 bytes.
+func ReadInput(path string, max int64) ([]byte, error) { return readBounded(path, max) }
+
+// readBounded is ReadInput; reports and profiles are read through it too.
 func readBounded(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

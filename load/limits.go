@@ -4,8 +4,9 @@ import "time"
 
 // Upper bounds on every size a Config (or a flag) can ask for. Each is
 // derived from the memory it would cost, so that nothing a user can type
-// makes the driver allocate more than about a gigabyte; Config.check (and
-// the CLI before it builds anything) refuses larger values with ErrConfig.
+// makes the driver allocate more than about a gigabyte; Config.Check (and
+// Run, before anything is sent) refuses larger values with a *FieldError
+// naming the setting, which the CLI turns into its flag's name.
 const (
 	// MaxRate is the highest arrival rate, in requests per second, of any
 	// point of a Shape. One driver process tops out far below it (about

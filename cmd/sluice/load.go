@@ -124,24 +124,9 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 	}
 	rate, rampTo, stepRates, concurrency, duration, windows := &v.rate, &v.rampTo, &v.steps, &v.concurrency, &v.duration, &v.windows
 	if cs != nil { // the case supplies defaults that flags override
-		if cs.Rate > 0 && !set["rate"] && !set["concurrency"] {
-			*rate = cs.Rate
-		}
-		if cs.Concurrency > 0 && !set["rate"] && !set["concurrency"] {
-			*concurrency = cs.Concurrency
-		}
-		if cs.Workers > 0 && !set["workers"] {
-			rf.workers = cs.Workers
-		}
-		if cs.Windows > 0 && !set["windows"] {
-			*windows = cs.Windows
-		}
-		if cs.Duration != "" && !set["duration"] {
-			*duration, _ = time.ParseDuration(cs.Duration)
-		}
-		if cs.P99BudgetMS > 0 && !set["p99-budget"] {
-			rf.p99Budget = time.Duration(cs.P99BudgetMS * float64(time.Millisecond))
-		}
+		ls := load.LoadSettings{Rate: *rate, Concurrency: *concurrency, Workers: rf.workers, Windows: *windows, Duration: *duration, P99Budget: rf.p99Budget}
+		cs.ApplyTo(&ls, func(field string) bool { return set[loadFlagNames[field]] })
+		*rate, *concurrency, rf.workers, *windows, *duration, rf.p99Budget = ls.Rate, ls.Concurrency, ls.Workers, ls.Windows, ls.Duration, ls.P99Budget
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(e.stderr, "sluice load: "+format+"\n", a...)
@@ -152,18 +137,6 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 	}
 	if *windows < 1 {
 		return usageErr("--windows must be >= 1")
-	}
-	// Every size is checked against its bound before anything is built.
-	if msg := firstBound(
-		boundDur("--duration", *duration, load.MaxWindowDuration),
-		boundInt("--windows", *windows, load.MaxWindows),
-		boundDur("--duration × --windows", *duration*time.Duration(*windows), load.MaxRunDuration),
-		boundRate("--rate", *rate),
-		boundRate("--ramp-to", *rampTo),
-		boundInt("--concurrency", *concurrency, load.MaxWorkers),
-		rf.bounds(),
-	); msg != "" {
-		return usageErr("%s", msg)
 	}
 	cfg, err := rf.config()
 	if err != nil {
@@ -185,11 +158,8 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 		if err != nil {
 			return usageErr("--steps: %v", err)
 		}
-		if msg := boundRates("--steps", rates); msg != "" {
-			return usageErr("%s", msg)
-		}
 		if cfg.Shape, err = load.Stepped(rates, *duration); err != nil {
-			return usageErr("--steps: %v", err)
+			return usageErr("%s", flagError(err, loadFlagNames))
 		}
 	case !(*rate > 0):
 		if !set["rate"] {
@@ -201,71 +171,54 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 			return usageErr("--ramp-to must be > 0")
 		}
 		if cfg.Shape, err = load.Ramp(*rate, *rampTo, *duration); err != nil {
-			return usageErr("%v", err)
+			return usageErr("%s", flagError(err, loadFlagNames))
 		}
 	default:
 		if cfg.Shape, err = load.Constant(*rate, *duration); err != nil {
-			return usageErr("%v", err)
+			return usageErr("%s", flagError(err, loadFlagNames))
 		}
 	}
-	if cfg.Concurrency == 0 && cfg.QueueDepth == 0 {
-		if d := load.DefaultQueueDepth(cfg.Workers, cfg.Shape.MeanRate(), cfg.P99Budget); d > load.MaxQueueDepth {
-			return usageErr("--queue-depth: the default, rate × --p99-budget = %d, is over the bound: at most %d; give --queue-depth or a smaller --p99-budget", d, load.MaxQueueDepth)
-		}
+	// Every size is checked against its bound, by the driver's own rules,
+	// before anything runs.
+	if err := load.CheckSteps([]load.Config{cfg}); err != nil {
+		return usageErr("%s", flagError(err, loadFlagNames))
 	}
 	return rf.run(ctx, e, "load", command, prof, []load.Config{cfg})
 }
 
-// firstBound returns the first non-empty message.
-func firstBound(msgs ...string) string {
-	for _, m := range msgs {
-		if m != "" {
-			return m
+// loadFlagNames are the flags of `sluice load` by the name of the setting
+// package load gives in its errors (load.FieldError) and in
+// load.LoadSettings.
+var loadFlagNames = map[string]string{
+	"Rate": "--rate", "RampTo": "--ramp-to", "Steps": "--steps", "Segments": "--steps", "Concurrency": "--concurrency",
+	"Duration": "--duration", "Shape": "--duration", "Windows": "--windows", "Windows×Duration": "--duration × --windows",
+	"Workers": "--workers", "QueueDepth": "--queue-depth", "P99Budget": "--p99-budget", "MaxLag": "--max-lag",
+	"MaxCPU": "--max-cpu", "Timeout": "--timeout", "DrainTimeout": "--drain-timeout", "Arrivals": "--arrivals",
+	"Seed": "--seed", "Pick": "--pick", "Body": "--body-file",
+}
+
+// sweepFlagNames are the same for `sluice sweep`, whose ladder and step
+// length have flags of their own.
+var sweepFlagNames = func() map[string]string {
+	m := map[string]string{}
+	for k, v := range loadFlagNames {
+		m[k] = v
+	}
+	m["Rate"], m["Concurrency"], m["Duration"], m["Shape"] = "--rates", "--concurrencies", "--step-duration", "--step-duration"
+	m["Windows×Duration"] = "--step-duration × --windows"
+	return m
+}()
+
+// flagError writes err as a usage message: a load.FieldError with its
+// setting named by its flag, anything else as it is.
+func flagError(err error, names map[string]string) string {
+	var fe *load.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := names[fe.Field]; ok {
+			return fe.For(name)
 		}
 	}
-	return ""
-}
-
-func boundInt(flag string, v, max int) string {
-	if v > max {
-		return fmt.Sprintf("%s %d is over the bound: at most %d", flag, v, max)
-	}
-	return ""
-}
-
-func boundDur(flag string, v, max time.Duration) string {
-	if v > max || v < 0 && flag == "--duration × --windows" { // a negative product overflowed
-		return fmt.Sprintf("%s %v is over the bound: at most %v", flag, v, max)
-	}
-	return ""
-}
-
-func boundRate(flag string, v float64) string {
-	if v > load.MaxRate || math.IsInf(v, 0) {
-		return fmt.Sprintf("%s %v is over the bound: at most %d requests per second", flag, v, load.MaxRate)
-	}
-	return ""
-}
-
-func boundRates(flag string, vs []float64) string {
-	if len(vs) > load.MaxSegments {
-		return fmt.Sprintf("%s has %d entries, over the bound: at most %d", flag, len(vs), load.MaxSegments)
-	}
-	for _, v := range vs {
-		if m := boundRate(flag, v); m != "" {
-			return m
-		}
-	}
-	return ""
-}
-
-// bounds checks the shared size flags against their bounds.
-func (rf *runFlags) bounds() string {
-	return firstBound(
-		boundInt("--workers", rf.workers, load.MaxWorkers),
-		boundInt("--queue-depth", rf.queueDepth, load.MaxQueueDepth),
-		boundDur("--p99-budget", rf.p99Budget, load.MaxP99Budget),
-	)
+	return err.Error()
 }
 
 // runFlags are the flags load and sweep share.
@@ -323,24 +276,6 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	fs.StringVar(&rf.out, "out", "", "report file (default: load-report-<UTC time>.json in the current folder)")
 	fs.Var(&rf.live, "live", "live progress line on stderr each second: auto (when a terminal), on or off (or true, false)")
 	return rf
-}
-
-// readBounded reads a file of at most max bytes, refusing a larger one
-// before reading it.
-func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is over the bound: at most %d bytes", path, max)
-	}
-	return b, nil
 }
 
 // liveFlag is --live: "auto" (the zero value: on when stderr is a
@@ -549,9 +484,6 @@ func (rf *runFlags) config() (load.Config, error) {
 	if rf.drainTimeout < 0 {
 		return cfg, fmt.Errorf("--drain-timeout must be >= 0 (0: --timeout + 5s), got %v", rf.drainTimeout)
 	}
-	if msg := rf.bounds(); msg != "" {
-		return cfg, errors.New(msg)
-	}
 	if !(rf.maxCPU > 0) || math.IsInf(rf.maxCPU, 0) {
 		return cfg, fmt.Errorf("--max-cpu must be > 0 and finite")
 	}
@@ -570,14 +502,14 @@ func (rf *runFlags) config() (load.Config, error) {
 		def.Body = []byte(rf.body)
 	}
 	if rf.bodyFile != "" {
-		b, err := readBounded(rf.bodyFile, load.MaxBodyBytes)
+		b, err := load.ReadInput(rf.bodyFile, load.MaxBodyBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--body-file: %v", err)
 		}
 		def.Body = b
 	}
 	if rf.targetsFile != "" {
-		b, err := readBounded(rf.targetsFile, load.MaxTargetsFileBytes)
+		b, err := load.ReadInput(rf.targetsFile, load.MaxTargetsFileBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--targets: %v", err)
 		}

@@ -254,35 +254,18 @@ func planLittle(e env, args []string) int {
 	return exitOK
 }
 
-// reportWindows picks the windows of a report: step and window are
-// 1-based; 0 means the last step and all of its windows.
-func reportWindows(r *load.Report, step, window int) (int, []load.Window, error) {
-	if len(r.Steps) == 0 {
-		return 0, nil, errors.New("the report has no steps")
+// planReportFlags names the selection flags of plan's --report in the
+// errors of load.Report.Totals.
+var planReportFlags = map[string]string{"Step": "--step", "Window": "--window"}
+
+// reportTotals reads a saved report's chosen windows (load.Report.Totals)
+// with the selection flags named in its errors.
+func reportTotals(r *load.Report, step, window int) (load.Totals, error) {
+	t, err := r.Totals(step, window)
+	if err != nil {
+		return t, errors.New(flagError(err, planReportFlags))
 	}
-	if step < 0 || step > len(r.Steps) {
-		return 0, nil, fmt.Errorf("--step %d: the report has steps 1 to %d", step, len(r.Steps))
-	}
-	if step == 0 {
-		step = len(r.Steps)
-	}
-	s := r.Steps[step-1]
-	if window < 0 || window > len(s.Windows) {
-		return 0, nil, fmt.Errorf("--window %d: step %d has windows 1 to %d", window, step, len(s.Windows))
-	}
-	windows := s.Windows
-	if window > 0 {
-		windows = windows[window-1 : window]
-	}
-	if len(windows) == 0 {
-		return 0, nil, fmt.Errorf("step %d has no windows", step)
-	}
-	for _, w := range windows {
-		if !(w.DurationS > 0) || math.IsInf(w.DurationS, 0) {
-			return 0, nil, fmt.Errorf("step %d window %d: duration %v s is not a positive number", step, w.Index, w.DurationS)
-		}
-	}
-	return step, windows, nil
+	return t, nil
 }
 
 // littleFromReport reads Little's law figures as the driver saw them: the
@@ -290,51 +273,29 @@ func reportWindows(r *load.Report, step, window int) (int, []load.Window, error)
 // (sent to done), over the chosen windows. Their product is the mean number
 // of requests the server had in hand.
 func littleFromReport(r *load.Report, step, window int) (rate, totalTime float64, err error) {
-	step, windows, err := reportWindows(r, step, window)
+	t, err := reportTotals(r, step, window)
 	if err != nil {
 		return 0, 0, err
 	}
-	var secs, n, weighted float64
-	for _, w := range windows {
-		secs += w.DurationS
-		d := w.Latency.RequestTime
-		if d.Count < 0 || math.IsNaN(d.Mean) || math.IsInf(d.Mean, 0) || d.Mean < 0 {
-			return 0, 0, fmt.Errorf("step %d window %d: bad request time summary", step, w.Index)
-		}
-		n += float64(d.Count)
-		weighted += float64(d.Count) * d.Mean
+	if t.Answered == 0 {
+		return 0, 0, fmt.Errorf("step %d: no request got an answer, so there is no request time", t.Step)
 	}
-	if n == 0 {
-		return 0, 0, fmt.Errorf("step %d: no request got an answer, so there is no request time", step)
-	}
-	return n / secs, weighted / n / 1000, nil
+	return float64(t.Answered) / t.Seconds, t.MeanRequestTime, nil
 }
 
 // drainFromReport turns a saved load report into drain rates: per second
 // over the chosen windows, offered is every scheduled arrival, refused the
 // answers that turned work away (HTTP refusals plus the driver's own drops,
-// which never reached the server), completed the ok answers. step and
-// window are 1-based; 0 means the last step and all of its windows.
+// which never reached the server), completed the ok answers.
 func drainFromReport(r *load.Report, step, window int) (plan.Drain, error) {
-	_, windows, err := reportWindows(r, step, window)
+	t, err := reportTotals(r, step, window)
 	if err != nil {
 		return plan.Drain{}, err
 	}
-	var secs float64
-	var scheduled, refused, ok int64
-	for _, w := range windows {
-		secs += w.DurationS
-		scheduled += w.Counts.Scheduled
-		refused += w.Counts.Refused + w.Counts.Dropped
-		ok += w.Counts.OK
-	}
-	if scheduled < 0 || refused < 0 || ok < 0 {
-		return plan.Drain{}, errors.New("the report has negative counts")
-	}
 	return plan.Drain{
-		Offered:   float64(scheduled) / secs,
-		Refused:   float64(refused) / secs,
-		Completed: float64(ok) / secs,
+		Offered:   float64(t.Scheduled) / t.Seconds,
+		Refused:   float64(t.Refused+t.Dropped) / t.Seconds,
+		Completed: float64(t.OK) / t.Seconds,
 	}, nil
 }
 
