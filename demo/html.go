@@ -54,7 +54,7 @@ func WriteFiles(dir string, res *Result) (string, error) {
 
 // variantStyle gives each variant the same color and stroke in every
 // chart. Lines that coincide (the cached goodput of every variant but the
-// bug) are drawn side by side by the chart kit, not one over the other.
+// bug) are striped by the chart kit, not drawn one over the other.
 func variantStyle(v Variant) chart.Series {
 	s := chart.Series{Name: string(v), Color: variantColor(v), Width: 2.5, Markers: true}
 	if v == Adaptive {

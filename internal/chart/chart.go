@@ -17,13 +17,13 @@
 // latency, which is not a latency of zero.
 //
 // Lines that carry the same values would hide one another; the charts
-// exist to compare them. So points of different series whose strokes
-// overlap at one x (less than a stroke's width apart) are spread apart, a
-// stroke's width and half a pixel each, around their common place, in the
-// order of their values (dodging): equal values show as parallel lines,
-// never one over the other. The shift is a pixel or two per line of a plot
-// some 200 pixels tall; markers carry each point's exact value in their
-// tooltip.
+// exist to compare them. So where the strokes of several series overlap
+// along a stretch (the same x, less than a stroke's width apart at both
+// ends), each is drawn there in dashes of its own color, in turn, like
+// the stripes of a rope: every series shows, and at the very place its
+// values put it (nothing is moved). Markers that fall on one another are
+// drawn as rings of decreasing size. A marker's tooltip carries its exact
+// value.
 //
 // The package writes strings only: no scripts, nothing fetched, every
 // name escaped. It keeps no state; everything in it is safe for
@@ -107,10 +107,7 @@ type plot struct {
 	yTicks     []float64
 }
 
-const (
-	marginL, marginT, marginB = 60.0, 14.0, 38.0
-	dodgeGap                  = 0.5 // pixels between dodged strokes
-)
+const marginL, marginT, marginB = 60.0, 14.0, 38.0
 
 // SVG draws the chart.
 func (c Chart) SVG() string {
@@ -118,10 +115,12 @@ func (c Chart) SVG() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-size="11">`, c.Width, c.Height, c.Width, c.Height)
 	p.frame(&b)
-	pts := p.dodged()
+	pts := p.placed()
+	shared := p.sharedSegments(pts)
 	for si, s := range c.Series {
-		p.line(&b, s, pts[si])
+		p.line(&b, si, s, pts[si], shared[si])
 	}
+	p.markers(&b, pts)
 	p.legend(&b)
 	b.WriteString("</svg>\n")
 	return b.String()
@@ -244,67 +243,86 @@ type spot struct {
 	ok          bool
 }
 
-// dodged places every series' points in pixels, spreading points of
-// different series that would overlap at one x (see the package doc).
-func (p plot) dodged() [][]spot {
+// placed puts every series' points in pixels.
+func (p plot) placed() [][]spot {
 	c := p.c
 	out := make([][]spot, len(c.Series))
-	type member struct {
-		series, point int
-		y             float64
-	}
-	columns := map[int64][]member{}
 	for si, s := range c.Series {
 		out[si] = make([]spot, len(s.Points))
 		for pi, pt := range s.Points {
 			if !finite(pt.X) || !finite(pt.Y) || (c.LogY && pt.Y <= 0) {
 				continue
 			}
-			sp := spot{x: p.x(pt.X), y: p.y(pt.Y), v: pt.Y, at: pt.X, ok: true}
-			out[si][pi] = sp
-			key := int64(math.Round(sp.x))
-			columns[key] = append(columns[key], member{si, pi, sp.y})
+			out[si][pi] = spot{x: p.x(pt.X), y: p.y(pt.Y), v: pt.Y, at: pt.X, ok: true}
+		}
+	}
+	return out
+}
+
+// share is a segment's place among the series whose strokes overlap it:
+// it is member i of n (n = 1: alone).
+type share struct{ i, n int }
+
+// sharedSegments finds, for each series' segment (from point k to k+1),
+// the other series' segments whose strokes overlap it: the same pixel
+// columns at both ends, each end less than a stroke's width apart. Such
+// groups are chained (a near b, b near c) and numbered in series order.
+func (p plot) sharedSegments(pts [][]spot) [][]share {
+	type seg struct {
+		series, k int
+		y0, y1    float64
+	}
+	out := make([][]share, len(pts))
+	columns := map[[2]int64][]seg{}
+	for si, ps := range pts {
+		out[si] = make([]share, len(ps))
+		for k := 0; k+1 < len(ps); k++ {
+			a, b := ps[k], ps[k+1]
+			out[si][k] = share{0, 1}
+			if !a.ok || !b.ok {
+				continue
+			}
+			key := [2]int64{int64(math.Round(a.x)), int64(math.Round(b.x))}
+			columns[key] = append(columns[key], seg{si, k, a.y, b.y})
 		}
 	}
 	for _, col := range columns {
 		if len(col) < 2 {
 			continue
 		}
-		// Ties (equal values) in series order, so that a series keeps its
-		// side; otherwise by value, so that dodging never reorders.
-		sort.SliceStable(col, func(i, j int) bool {
-			if math.Abs(col[i].y-col[j].y) < 0.5 {
-				return col[i].series < col[j].series
+		// Chain overlapping segments: a segment joins a group when it
+		// overlaps any member.
+		group := make([]int, len(col))
+		for i := range group {
+			group[i] = i
+		}
+		find := func(i int) int {
+			for group[i] != i {
+				i = group[i]
 			}
-			return col[i].y < col[j].y
-		})
-		for i := 0; i < len(col); {
-			// A cluster: strokes that overlap, each less than a stroke's
-			// width from the next.
-			j := i + 1
-			space := p.spacing(col[i].series)
-			for j < len(col) && col[j].y-col[j-1].y < math.Max(width(c.Series[col[j].series]), width(c.Series[col[j-1].series])) {
-				space = math.Max(space, p.spacing(col[j].series))
-				j++
-			}
-			if j-i > 1 {
-				mid := 0.0
-				for _, m := range col[i:j] {
-					mid += m.y / float64(j-i)
-				}
-				half := space * float64(j-i-1) / 2
-				mid = math.Min(math.Max(mid, p.t+half), p.t+p.h-half) // keep the cluster inside the plot
-				for k, m := range col[i:j] {
-					out[m.series][m.point].y = mid - half + space*float64(k)
+			return i
+		}
+		for i := range col {
+			for j := i + 1; j < len(col); j++ {
+				tol := math.Max(width(p.c.Series[col[i].series]), width(p.c.Series[col[j].series]))
+				if math.Abs(col[i].y0-col[j].y0) < tol && math.Abs(col[i].y1-col[j].y1) < tol {
+					group[find(j)] = find(i)
 				}
 			}
-			i = j
+		}
+		members := map[int][]seg{}
+		for i, sg := range col {
+			members[find(i)] = append(members[find(i)], sg)
+		}
+		for _, m := range members {
+			sort.Slice(m, func(a, b int) bool { return m[a].series < m[b].series })
+			for i, sg := range m {
+				out[sg.series][sg.k] = share{i, len(m)}
+			}
 		}
 	}
 	return out
 }
-
-func (p plot) spacing(series int) float64 { return width(p.c.Series[series]) + dodgeGap }
 
 func width(s Series) float64 {
 	if s.Width <= 0 {
@@ -313,33 +331,83 @@ func width(s Series) float64 {
 	return s.Width
 }
 
-// line draws one series: polylines broken at gaps, a dot for a point
-// alone, and markers when asked.
-func (p plot) line(b *strings.Builder, s Series, pts []spot) {
-	dash := ""
-	if s.Dash != "" {
-		dash = fmt.Sprintf(` stroke-dasharray="%s"`, html.EscapeString(s.Dash))
-	}
+// stripe is the dash length of shared stretches, in pixels.
+const stripe = 6.0
+
+// line draws one series: polylines broken at gaps, in the series' own
+// dash where it is alone, and in stripes (its turn in a dash pattern
+// shared with the series it overlaps) where it is not.
+func (p plot) line(b *strings.Builder, si int, s Series, pts []spot, shared []share) {
 	color := html.EscapeString(s.Color)
-	var seg []string
+	var run []string
+	var cur share
 	flush := func() {
-		if len(seg) > 1 {
-			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="%.1f"%s points="%s"/>`, color, width(s), dash, strings.Join(seg, " "))
+		if len(run) > 1 {
+			dash := ""
+			switch {
+			case cur.n > 1:
+				dash = fmt.Sprintf(` stroke-dasharray="%.0f %.0f" stroke-dashoffset="%.0f"`, stripe, stripe*float64(cur.n-1), -stripe*float64(cur.i))
+			case s.Dash != "":
+				dash = fmt.Sprintf(` stroke-dasharray="%s"`, html.EscapeString(s.Dash))
+			}
+			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="%.1f"%s points="%s"/>`, color, width(s), dash, strings.Join(run, " "))
 		}
-		seg = seg[:0]
+		run = run[:0]
 	}
-	for i, sp := range pts {
-		if !sp.ok {
+	at := func(sp spot) string { return fmt.Sprintf("%.1f,%.1f", sp.x, sp.y) }
+	for k := 0; k+1 < len(pts); k++ {
+		a, z := pts[k], pts[k+1]
+		if !a.ok || !z.ok {
 			flush()
 			continue
 		}
-		seg = append(seg, fmt.Sprintf("%.1f,%.1f", sp.x, sp.y))
-		alone := (i == 0 || !pts[i-1].ok) && (i == len(pts)-1 || !pts[i+1].ok)
-		if s.Markers || alone {
-			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s"><title>%s</title></circle>`, sp.x, sp.y, math.Max(width(s), 3), color, html.EscapeString(p.tooltip(s, sp)))
+		if len(run) > 0 && shared[k] != cur {
+			last := run[len(run)-1]
+			flush()
+			run = append(run, last) // the next stretch starts where this one ended
 		}
+		cur = shared[k]
+		if len(run) == 0 {
+			run = append(run, at(a))
+		}
+		run = append(run, at(z))
 	}
 	flush()
+}
+
+// markers draws each series' markers (and a dot for a point with no line
+// to either side), rings of decreasing size where points of several
+// series fall on one another, the first series the largest.
+func (p plot) markers(b *strings.Builder, pts [][]spot) {
+	type key [2]int64
+	stack := map[key]int{} // how many markers already sit at a place
+	count := map[key]int{}
+	want := func(si, k int) bool {
+		ps := pts[si]
+		alone := (k == 0 || !ps[k-1].ok) && (k == len(ps)-1 || !ps[k+1].ok)
+		return ps[k].ok && (p.c.Series[si].Markers || alone)
+	}
+	at := func(sp spot) key { return key{int64(math.Round(sp.x / 3)), int64(math.Round(sp.y / 3))} }
+	for si, ps := range pts {
+		for k := range ps {
+			if want(si, k) {
+				count[at(ps[k])]++
+			}
+		}
+	}
+	for si, s := range p.c.Series {
+		for k, sp := range pts[si] {
+			if !want(si, k) {
+				continue
+			}
+			kk := at(sp)
+			n, i := count[kk], stack[kk]
+			stack[kk]++
+			r := math.Max(width(s), 3) + 1.5*float64(n-1-i)
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s" stroke="#fff" stroke-width="0.8"><title>%s</title></circle>`,
+				sp.x, sp.y, r, html.EscapeString(s.Color), html.EscapeString(p.tooltip(s, sp)))
+		}
+	}
 }
 
 func (p plot) tooltip(s Series, sp spot) string {

@@ -24,25 +24,39 @@ func wellFormed(s string) error {
 	}
 }
 
-// polylines returns each polyline's points, in order.
-func polylines(svg string) [][][2]float64 {
-	var out [][][2]float64
-	for _, m := range regexp.MustCompile(`<polyline [^>]*points="([^"]*)"`).FindAllStringSubmatch(svg, -1) {
-		var line [][2]float64
-		for _, p := range strings.Fields(m[1]) {
+type drawn struct {
+	points       [][2]float64
+	dash, offset string
+}
+
+// lines returns each polyline's points and dash pattern, in order.
+func lines(svg string) []drawn {
+	var out []drawn
+	re := regexp.MustCompile(`<polyline ([^>]*)/>`)
+	attr := func(s, name string) string {
+		m := regexp.MustCompile(name + `="([^"]*)"`).FindStringSubmatch(s)
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	for _, m := range re.FindAllStringSubmatch(svg, -1) {
+		var d drawn
+		for _, p := range strings.Fields(attr(m[1], "points")) {
 			x, y, _ := strings.Cut(p, ",")
 			fx, _ := strconv.ParseFloat(x, 64)
 			fy, _ := strconv.ParseFloat(y, 64)
-			line = append(line, [2]float64{fx, fy})
+			d.points = append(d.points, [2]float64{fx, fy})
 		}
-		out = append(out, line)
+		d.dash, d.offset = attr(m[1], "stroke-dasharray"), attr(m[1], "stroke-dashoffset")
+		out = append(out, d)
 	}
 	return out
 }
 
-// TestCoincidingSeriesBothShow: series with equal values are drawn side
-// by side, a stroke and a gap apart, not one over the other; series that
-// differ stay where their values put them.
+// TestCoincidingSeriesBothShow: where series carry the same values, each
+// is drawn at its own place in its turn of a shared dash pattern, so both
+// show and neither moves; a series that overlaps nothing stays solid.
 func TestCoincidingSeriesBothShow(t *testing.T) {
 	same := []Point{{0, 0}, {1, 50}, {2, 100}, {3, 100}}
 	c := Chart{Categories: []string{"1×", "2×", "5×", "10×"}, Series: []Series{
@@ -54,40 +68,52 @@ func TestCoincidingSeriesBothShow(t *testing.T) {
 	if err := wellFormed(svg); err != nil {
 		t.Fatal(err)
 	}
-	ls := polylines(svg)
+	ls := lines(svg)
 	if len(ls) != 3 {
-		t.Fatalf("%d lines, want 3", len(ls))
+		t.Fatalf("%d lines, want 3: %+v", len(ls), ls)
 	}
 	a, b, bug := ls[0], ls[1], ls[2]
-	for i := range a {
-		if d := math.Abs(a[i][1] - b[i][1]); d < 3 {
-			t.Errorf("point %d: equal series %.1f px apart, want at least the wider stroke (3 px)", i, d)
+	if a.dash != "6 6" || b.dash != "6 6" || a.offset == b.offset {
+		t.Errorf("equal series dashed %q/%q offset %q/%q: want their turns of one pattern", a.dash, b.dash, a.offset, b.offset)
+	}
+	for i := range a.points {
+		if a.points[i] != b.points[i] {
+			t.Errorf("point %d: %v and %v: equal values must stay at their place", i, a.points[i], b.points[i])
 		}
 	}
-	// The bug's line is alone from the second point on: exactly where its
-	// values say (10 of a 100 axis). At the first it shares 0 with both.
 	want := marginT + (280-marginT-marginB)*(1-0.1)
-	for i := 1; i < len(bug); i++ {
-		if math.Abs(bug[i][1]-want) > 0.1 {
-			t.Errorf("bug point %d at y %.1f, want %.1f: a series that overlaps nothing must not move", i, bug[i][1], want)
-		}
+	if bug.dash != "" || math.Abs(bug.points[1][1]-want) > 0.1 {
+		t.Errorf("bug line %+v: want it solid, at y %.1f", bug, want)
 	}
-	// Near values are spread in their own order: the larger stays above,
-	// whichever series comes first.
-	near := Chart{Series: []Series{
-		{Name: "lower", Points: []Point{{0, 995}, {1, 995}}},
-		{Name: "higher", Points: []Point{{0, 1000}, {1, 1000}}},
-	}}.SVG()
-	if nl := polylines(near); len(nl) != 2 || nl[0][0][1]-nl[1][0][1] < 2 {
-		t.Errorf("995 drawn at y %.1f and 1000 at %.1f: the larger value must stay above, a stroke apart", nl[0][0][1], nl[1][0][1])
+
+	// Eight series at zero: all on the axis, each in its turn of eight.
+	var zeros []Series
+	for i := range 8 {
+		zeros = append(zeros, Series{Name: strconv.Itoa(i), Color: "#000", Points: []Point{{0, 0}, {1, 0}, {2, 0}}})
 	}
-	// Dodged points stay inside the plot.
-	for _, l := range ls {
-		for _, p := range l {
-			if p[1] < marginT || p[1] > 280-marginB {
-				t.Errorf("point %v outside the plot", p)
+	zeros = append(zeros, Series{Name: "ok", Color: "#0a0", Points: []Point{{0, 200}, {1, 210}, {2, 190}}})
+	zl := lines(Chart{Series: zeros}.SVG())
+	offsets := map[string]bool{}
+	for _, l := range zl[:8] {
+		for _, pt := range l.points {
+			if math.Abs(pt[1]-(280-marginB)) > 0.05 {
+				t.Errorf("a zero drawn at y %.1f, off the axis", pt[1])
 			}
 		}
+		if l.dash != "6 42" {
+			t.Errorf("dash %q, want a turn of eight (6 42)", l.dash)
+		}
+		offsets[l.offset] = true
+	}
+	if len(offsets) != 8 || zl[8].dash != "" {
+		t.Errorf("%d distinct turns, want 8; the series apart: dash %q", len(offsets), zl[8].dash)
+	}
+
+	// Markers on one another are rings of decreasing size.
+	radii := regexp.MustCompile(`<circle cx="[^"]*" cy="[^"]*" r="([^"]*)"`).FindAllStringSubmatch(
+		Chart{Series: []Series{{Name: "a", Markers: true, Points: []Point{{0, 5}}}, {Name: "b", Markers: true, Points: []Point{{0, 5}}}}}.SVG(), -1)
+	if len(radii) != 2 || radii[0][1] == radii[1][1] {
+		t.Errorf("markers at one place: radii %v, want two sizes", radii)
 	}
 }
 
@@ -112,7 +138,7 @@ func TestChartsDrawAnyNumbers(t *testing.T) {
 		}
 	}
 	svg := Chart{Series: []Series{{Name: "gappy", Color: "#000", Points: []Point{{0, 1}, {1, 2}, {2, math.NaN()}, {3, 3}, {4, 4}}}}}.SVG()
-	if n := len(polylines(svg)); n != 2 {
+	if n := len(lines(svg)); n != 2 {
 		t.Errorf("a NaN must break the line in two: %d lines", n)
 	}
 	if !strings.Contains(Chart{Series: []Series{{Name: "m", Markers: true, Points: []Point{{0, 12.5}, {1, 3}}}}, XUnit: "s"}.SVG(), "<title>m at 0s: 12.5</title>") {
