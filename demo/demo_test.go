@@ -129,7 +129,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPage(t, page, Summary(res), len(figures)+1) // a chart per figure and the adaptive limit
+	checkPage(t, page, Summary(res), 9) // goodput, refused, lost and p99, cached and uncached; the adaptive limit
 	for _, r := range res.Runs {
 		for _, class := range []string{"cached", "uncached"} {
 			rep, err := load.ReadReport(filepath.Join(dir, string(r.Variant)+"-"+class+".json"))
