@@ -239,10 +239,12 @@ func Check(r *Report, c *Case, release bool) Verdict {
 	return v
 }
 
-// Judge judges every window of r against c and returns the verdict: INVALID
-// when the run was interrupted or any window is driver-limited (the numbers
-// cannot be trusted), FAIL with every reason when a limit is broken, PASS
-// otherwise. A nil case only checks validity (status NONE when valid).
+// Judge judges every window of r against c and returns the verdict: FAIL
+// when the run was aborted (the server left requests unanswered past the
+// drain timeout), profile or not; else INVALID when the run was
+// interrupted or any window is driver-limited (the numbers cannot be
+// trusted); FAIL with every reason when a limit is broken; PASS otherwise.
+// A nil case only checks validity (status NONE when valid).
 func Judge(r *Report, c *Case) Verdict {
 	v := Verdict{Status: StatusPass, Reasons: []string{}, Windows: []WindowVerdict{}}
 	if c == nil {
@@ -301,6 +303,11 @@ func Judge(r *Report, c *Case) Verdict {
 		v.Reasons = append(v.Reasons, "report has no windows")
 	}
 	switch {
+	case r.Aborted != "":
+		// The server left requests unanswered past the drain timeout:
+		// a failure whatever the limits, and whatever the driver's lag
+		// (which delays requests, it does not leave them hanging).
+		v.Status = StatusFail
 	case invalid:
 		v.Status = StatusInvalid
 	case failed && c != nil:

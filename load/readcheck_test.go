@@ -134,3 +134,16 @@ func TestRejudgeReplacesTheStoredVerdict(t *testing.T) {
 		t.Errorf("emptied: %s, want INVALID", r.Verdict.Status)
 	}
 }
+
+// TestAbortedRunFails: a run the server left hanging fails, with a case or
+// without, even when its windows are driver-limited too.
+func TestAbortedRunFails(t *testing.T) {
+	lagging := judgedWindow(t, Counts{Scheduled: 10, Sent: 10, Unfinished: 10}, 1, 1, 500, 1) // lag p99 500 ms: driver-limited
+	for _, c := range []*Case{nil, {Name: "c"}} {
+		r := reportOf(lagging)
+		r.Aborted = "a window did not drain within the drain timeout"
+		if v := Judge(r, c); v.Status != StatusFail || !strings.Contains(strings.Join(v.Reasons, " "), "run aborted") {
+			t.Errorf("case %v: %s %v, want FAIL naming the abort", c, v.Status, v.Reasons)
+		}
+	}
+}

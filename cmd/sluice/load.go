@@ -605,11 +605,8 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	}
 	if r.Aborted != "" {
 		fmt.Fprintf(e.stderr, "sluice %s: aborted: %s\n", kind, r.Aborted)
-		if r.Verdict.Status == load.StatusNone {
-			return exitFail // no profile to judge by, but the server left requests hanging
-		}
 	}
-	return verdictExit(r.Verdict)
+	return verdictExit(r.Verdict) // an aborted run FAILs, profile or not
 }
 
 func verdictExit(v load.Verdict) int {
