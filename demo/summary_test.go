@@ -163,6 +163,12 @@ func TestNotesExplainTheCeilingAndTheOvershoot(t *testing.T) {
 	if !strings.Contains(page, "≥1.31s") || !strings.Contains(page, "is above the capacity") {
 		t.Error("the page does not carry the notes")
 	}
+	// Goodput within the probe's spread of the capacity is not explained
+	// as carried over.
+	ng.Steps[1].Uncached.Goodput = 107
+	if n := strings.Join(Notes(res), "\n"); strings.Contains(n, "above the capacity") {
+		t.Errorf("107/s against a capacity of 100/s explained as carried over:\n%s", n)
+	}
 	// Without drops and overshoot there is nothing to explain.
 	for _, n := range Notes(synthetic([]float64{100, 50, 60, 74}, []float64{100, 200, 500, 1000}, p99, map[Variant]float64{})) {
 		if strings.Contains(n, "ceiling") || strings.Contains(n, "above the capacity") {
