@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
-	"github.com/sluicehq/sluice/lab"
+	"github.com/sluicehq/sluice/internal/lab"
 	"github.com/sluicehq/sluice/server"
 )
 
