@@ -78,15 +78,16 @@ func (p *pool) pick() *member {
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := p.pick()
 	out := req
-	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme || req.Host != "" {
+	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme {
 		// Another instance than the one the request was rewritten for
 		// (the first): copy it. With one upstream this never happens.
+		// The Host header stays what the rewrite made it: empty (the
+		// instance's own) or, with PreserveHost, the client's.
 		out = new(http.Request)
 		*out = *req
 		u := *req.URL
 		u.Scheme, u.Host = m.url.Scheme, m.url.Host
 		out.URL = &u
-		out.Host = ""
 	}
 	resp, err := p.next.RoundTrip(out)
 	failed := false

@@ -87,8 +87,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("%w: no upstream", ErrInvalidConfig)
 	}
 	for _, u := range cfg.Upstreams {
-		if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return nil, fmt.Errorf("%w: upstream %v: want http://host:port or https://host:port", ErrInvalidConfig, u)
+		if err := CheckUpstream(u); err != nil {
+			return nil, fmt.Errorf("%w: upstream %v: %v", ErrInvalidConfig, u, err)
 		}
 		// The instances of one service share one path prefix: the
 		// request is rewritten once, the instance chosen per attempt.
@@ -461,7 +461,10 @@ func idempotent(method string) bool {
 // attempt; the URL here only carries the path and query.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.cfg.Upstreams[0])
-	pr.SetXForwarded()
+	p.setForwarded(pr)
+	if p.cfg.PreserveHost {
+		pr.Out.Host = pr.In.Host // SetURL cleared it: the upstream's own host
+	}
 	// The client's budget reaches the upstream as what is left of it:
 	// the retry transport writes the remaining deadline (httpgate turned
 	// the header into the context's deadline). Never forward the

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -49,11 +50,27 @@ func (l *upstreamList) Set(v string) error {
 
 func parseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil {
 		return nil, fmt.Errorf("upstream %q: want http://host:port (or https://)", s)
+	}
+	if err := proxy.CheckUpstream(u); err != nil {
+		return nil, fmt.Errorf("upstream %q: %v", s, err)
 	}
 	return u, nil
 }
+
+// Accepted ranges of the proxy's duration flags: below them a unit typo
+// ("1ns" for "1s"), above them a wait no client keeps up with.
+const (
+	minUpstreamTimeout = 10 * time.Millisecond
+	maxUpstreamTimeout = time.Hour
+	minEjectFor        = 100 * time.Millisecond
+	maxEjectFor        = time.Hour
+	minStaleIfError    = time.Second
+	maxStaleIfError    = 7 * 24 * time.Hour
+	minProxyWait       = time.Millisecond // --max-wait, --slo
+	maxProxyWait       = 10 * time.Minute
+)
 
 // proxyOptions are `sluice proxy`'s own flags.
 type proxyOptions struct {
@@ -72,6 +89,8 @@ type proxyOptions struct {
 	ejectAfter    int
 	ejectFor      time.Duration
 	staleIfError  time.Duration
+	trusted       string
+	preserveHost  bool
 	queueFlags    // --queue-discipline, --priority-header, --class-share: as serve's
 }
 
@@ -92,6 +111,24 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ejectFor, "eject-for", proxy.DefaultEjectFor, "how long an ejected instance gets no traffic")
 	o.queueFlags.register(fs, "upstream")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
+	fs.StringVar(&o.trusted, "trusted-proxies", "", "comma-separated `CIDRs` of proxies in front of this one: from them the X-Forwarded-For and Forwarded chains are kept\n"+
+		"(this hop appended) and believed by quotas keyed on ip; from any other peer they are replaced by the peer's address\n"+
+		"(--quota-trusted-proxies is the same flag under its older name)")
+	fs.BoolVar(&o.preserveHost, "preserve-host", false, "send the client's Host header to the upstream (default: rewrite it to the upstream's host)")
+}
+
+// trustedProxies returns the CIDRs of --trusted-proxies or of its older
+// name, --quota-trusted-proxies (the same value under both is fine).
+func (o *proxyOptions) trustedProxies(older string) (string, []netip.Prefix, error) {
+	flagName, v := "--trusted-proxies", o.trusted
+	switch {
+	case v == "":
+		flagName, v = "--quota-trusted-proxies", older
+	case older != "" && older != v:
+		return "", nil, fmt.Errorf("--trusted-proxies %q and --quota-trusted-proxies %q disagree: they are one setting, give it once", v, older)
+	}
+	ps, err := parsePrefixes(flagName, v)
+	return v, ps, err
 }
 
 // proxyConfig validates the flags and builds the proxy's Config. Errors
@@ -113,13 +150,31 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	if o.retries < 1 {
 		errs = append(errs, fmt.Errorf("--retries %d: want 1 (no retries) or more", o.retries))
 	}
-	for name, d := range map[string]time.Duration{"upstream-timeout": o.headerTimeout, "eject-for": o.ejectFor} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("--%s %v: must be greater than zero", name, d))
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		lo, hi   time.Duration
+		zeroOK   bool // 0 means off or the default
+		zeroMean string
+	}{
+		{"upstream-timeout", o.headerTimeout, minUpstreamTimeout, maxUpstreamTimeout, false, ""},
+		{"eject-for", o.ejectFor, minEjectFor, maxEjectFor, false, ""},
+		{"stale-if-error", o.staleIfError, minStaleIfError, maxStaleIfError, true, "off"},
+		{"max-wait", o.maxWait, minProxyWait, maxProxyWait, true, "the default"},
+		{"slo", o.slo, minProxyWait, maxProxyWait, true, "none"},
+	} {
+		if d.zeroOK && d.v == 0 {
+			continue
+		}
+		if err := checkDuration(d.name, d.v, d.lo, d.hi); err != nil {
+			if d.zeroOK {
+				err = fmt.Errorf("%v, or 0 (%s)", err, d.zeroMean)
+			}
+			errs = append(errs, err)
 		}
 	}
-	if o.ejectAfter < 0 || o.staleIfError < 0 || o.slo < 0 || o.limitMin < 0 || o.limitMax < 0 {
-		errs = append(errs, errors.New("--eject-after, --stale-if-error, --slo, --limit-min and --limit-max: want 0 or more"))
+	if o.ejectAfter < 0 || o.limitMin < 0 || o.limitMax < 0 {
+		errs = append(errs, errors.New("--eject-after, --limit-min and --limit-max: want 0 or more"))
 	}
 	if o.law != "fixed" {
 		if _, err := limit.ParseLaw(o.law); err != nil {
@@ -152,6 +207,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		EjectAfter:   o.ejectAfter,
 		EjectFor:     o.ejectFor,
 		StaleIfError: o.staleIfError,
+		PreserveHost: o.preserveHost,
 		Logger:       logger,
 	}
 	if o.ejectAfter == 0 {
@@ -217,13 +273,18 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err := checkQuotaNames(quotas.quotas, cfg.Routes); err != nil {
 		return fail(exitUsage, err)
 	}
+	if err := quotas.checkCompanions(fs, hasRouteQuota(cfg.Routes), "quota-trusted-proxies"); err != nil {
+		return fail(exitUsage, err)
+	}
+	// One list of trusted proxies for the forwarding headers, the route
+	// quotas and --quota keyed on ip.
+	if quotas.trusted, cfg.TrustedProxies, err = po.trustedProxies(quotas.trusted); err != nil {
+		return fail(exitUsage, err)
+	}
 	defer quotas.close()
-	// Route quotas share --quota-redis, --quota-trusted-proxies and the
-	// other companions with --quota.
+	// Route quotas share --quota-redis and the other companions with
+	// --quota.
 	if hasRouteQuota(cfg.Routes) {
-		if cfg.TrustedProxies, err = parsePrefixes(quotas.trusted); err != nil {
-			return fail(exitUsage, err)
-		}
 		if cfg.FleetQuotas, err = quotas.fleet(logger); err != nil {
 			return fail(exitUsage, err)
 		}

@@ -259,7 +259,7 @@ func runServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: unexpected argument %q (see --help)\n", fs.Arg(0))
 		return exitUsage
 	}
-	if err := errors.Join(o.validate(), adm.validate(static.queue)); err != nil {
+	if err := errors.Join(o.validate(), adm.validate(static.queue), quotas.checkCompanions(fs, false)); err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}

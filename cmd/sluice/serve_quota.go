@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -236,6 +237,34 @@ func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
 	return o
 }
 
+// checkCompanions refuses --quota-* flags given (on the command line or
+// by their environment twins) when there is no quota for them to shape:
+// they would be ignored without a word. haveQuota says whether there is
+// one (a --quota, or in the proxy a route quota); except names flags that
+// mean something without a quota.
+func (o *quotaOptions) checkCompanions(fs *flag.FlagSet, haveQuota bool, except ...string) error {
+	if haveQuota || len(o.quotas) > 0 {
+		return nil
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "quota-") && !slices.Contains(except, f.Name) {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s without any --quota: there is no quota for %s to apply to", strings.Join(set, ", "), pluralThem(len(set)))
+}
+
+func pluralThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
 // wrap puts the quotas around h and adds their collectors. With no
 // --quota it returns h unchanged. Errors are usage errors.
 func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []prometheus.Collector) (_ http.Handler, _ []prometheus.Collector, err error) {
@@ -254,7 +283,7 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 		return h, collectors, nil
 	}
 	var trusted []netip.Prefix
-	trusted, err = parsePrefixes(o.trusted)
+	trusted, err = parsePrefixes("--quota-trusted-proxies", o.trusted)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -386,7 +415,9 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	}
 }
 
-func parsePrefixes(s string) ([]netip.Prefix, error) {
+// parsePrefixes parses the comma-separated CIDRs (or addresses) of the
+// flag named flagName.
+func parsePrefixes(flagName, s string) ([]netip.Prefix, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -397,7 +428,7 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 		if err != nil {
 			a, aerr := netip.ParseAddr(part)
 			if aerr != nil {
-				return nil, fmt.Errorf("--quota-trusted-proxies: %q is not a CIDR or an address", part)
+				return nil, fmt.Errorf("%s: %q is not a CIDR or an address", flagName, part)
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}

@@ -67,6 +67,8 @@ func TestServeBadFlagsExitTwo(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined"},
 		{"bad env twin", nil, map[string]string{"SLUICE_MAX_CONNS": "many"}, "SLUICE_MAX_CONNS"},
 		{"bad env duration", nil, map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "-5s"}, "--shutdown-timeout"},
+		{"quota companion without quota", []string{"--quota-trusted-proxies", "10.0.0.0/8"}, nil, "--quota-trusted-proxies without any --quota"},
+		{"quota twin without quota", nil, map[string]string{"SLUICE_QUOTA_FAIL": "closed"}, "--quota-fail without any --quota"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Forwarding headers the proxy writes on every outbound request.
+const (
+	headerXFF          = "X-Forwarded-For"
+	headerXFHost       = "X-Forwarded-Host"
+	headerXFProto      = "X-Forwarded-Proto"
+	headerForwarded    = "Forwarded"
+	forwardedForUnkown = "unknown" // RFC 7239 section 6.2: a peer whose address is not known
+)
+
+// setForwarded writes the client address chain on the outbound request.
+// httputil.ReverseProxy has removed the inbound forwarding headers from
+// pr.Out before Rewrite runs; they are read from pr.In.
+//
+// A peer in Config.TrustedProxies is a proxy in front of this one, so its
+// chain is kept and the peer appended: X-Forwarded-For gets ", <peer>",
+// Forwarded gets a new element, and its X-Forwarded-Host and
+// X-Forwarded-Proto (what the first proxy saw) pass unchanged. Any other
+// peer is the client itself: whatever chain it sent is a claim nobody
+// vouches for, so it is replaced by the peer's address alone.
+func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
+	in, out := pr.In, pr.Out.Header
+	peer, port, known := peerAddr(in.RemoteAddr)
+	trusted := known && p.trusted(peer)
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+
+	var xff string
+	if known {
+		xff = peer.String()
+	}
+	if prior := joined(in.Header, headerXFF); trusted && prior != "" {
+		xff = prior + ", " + xff
+	}
+	if xff != "" {
+		out.Set(headerXFF, xff)
+	}
+	host, xproto := in.Host, proto
+	if trusted {
+		if h := in.Header.Get(headerXFHost); h != "" {
+			host = h
+		}
+		if x := in.Header.Get(headerXFProto); x != "" {
+			xproto = x
+		}
+	}
+	if host != "" {
+		out.Set(headerXFHost, host)
+	}
+	out.Set(headerXFProto, xproto)
+
+	elem := forwardedElement(peer, port, known, in.Host, proto)
+	if prior := joined(in.Header, headerForwarded); trusted && prior != "" {
+		elem = prior + ", " + elem
+	}
+	out.Set(headerForwarded, elem)
+}
+
+// trusted reports whether a is one of Config.TrustedProxies.
+func (p *Proxy) trusted(a netip.Addr) bool {
+	for _, pf := range p.cfg.TrustedProxies {
+		if pf.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerAddr parses a RemoteAddr ("192.0.2.1:4711", "[2001:db8::1]:4711"):
+// the address, IPv4-mapped IPv6 unmapped and any zone dropped, and the
+// port (0 when absent).
+func peerAddr(remote string) (netip.Addr, uint16, bool) {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr().Unmap().WithZone(""), ap.Port(), true
+	}
+	if a, err := netip.ParseAddr(remote); err == nil {
+		return a.Unmap().WithZone(""), 0, true
+	}
+	return netip.Addr{}, 0, false
+}
+
+// joined is every value of a header, joined as one comma-separated list
+// (RFC 9110 section 5.3), or "".
+func joined(h http.Header, name string) string {
+	vs := h.Values(name)
+	switch len(vs) {
+	case 0:
+		return ""
+	case 1:
+		return strings.TrimSpace(vs[0])
+	}
+	return strings.Join(vs, ", ")
+}
+
+// forwardedElement is this hop's RFC 7239 element:
+// for=<peer>;host=<Host>;proto=<http|https>. A node with a port, and any
+// IPv6 node (bracketed), is a quoted string, as section 6 requires.
+func forwardedElement(peer netip.Addr, port uint16, known bool, host, proto string) string {
+	var b strings.Builder
+	b.WriteString("for=")
+	switch {
+	case !known:
+		b.WriteString(forwardedForUnkown)
+	case port != 0:
+		b.WriteString(quoteForwarded(netip.AddrPortFrom(peer, port).String()))
+	case peer.Is6():
+		b.WriteString(quoteForwarded("[" + peer.String() + "]"))
+	default:
+		b.WriteString(peer.String())
+	}
+	if host != "" {
+		b.WriteString(";host=")
+		b.WriteString(forwardedValue(host))
+	}
+	b.WriteString(";proto=")
+	b.WriteString(proto)
+	return b.String()
+}
+
+// forwardedValue writes v as an RFC 7239 value: a token as it is, anything
+// else as a quoted string.
+func forwardedValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if !httpguts.IsTokenRune(rune(v[i])) {
+			return quoteForwarded(v)
+		}
+	}
+	if v == "" {
+		return `""`
+	}
+	return v
+}
+
+// quoteForwarded is v as an RFC 9110 quoted-string: '"' and '\' escaped
+// with a backslash.
+func quoteForwarded(v string) string {
+	var b strings.Builder
+	b.Grow(len(v) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(v[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
