@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -151,3 +152,21 @@ func (s *Server) Restart() {
 
 // Stop kills the server if it runs. It is idempotent.
 func (s *Server) Stop() { s.Kill() }
+
+// Pause stops the server with SIGSTOP: connections stay open and new ones
+// are accepted by the kernel, but nothing is answered until Resume, as
+// when Redis hangs or its host stalls. It does nothing if the server is
+// not running.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT; what clients sent in the
+// meantime is answered then.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
