@@ -138,6 +138,32 @@ func (m *GateMetrics) Add(g *admit.Gate) {
 	m.gates = append(m.gates, g)
 }
 
+// Remove stops exporting g: its counters and gauges, and the wait and hold
+// histograms of its name unless another gate m exports has that name.
+// For gates that are retired while the process runs (a proxy's routes
+// after a reload). Removing a gate m does not export is a no-op.
+func (m *GateMetrics) Remove(g *admit.Gate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept := m.gates[:0]
+	found, shared := false, false
+	for _, have := range m.gates {
+		switch {
+		case have == g:
+			found = true
+		default:
+			shared = shared || have.Name() == g.Name()
+			kept = append(kept, have)
+		}
+	}
+	clear(m.gates[len(kept):])
+	m.gates = kept
+	if found && !shared {
+		m.wait.DeletePartialMatch(prometheus.Labels{"gate": g.Name()})
+		m.hold.DeletePartialMatch(prometheus.Labels{"gate": g.Name()})
+	}
+}
+
 // ObserveAdmission records the wait of callers that were queued. A nil
 // *GateMetrics observes nothing (admit.New also treats one as no observer).
 func (m *GateMetrics) ObserveAdmission(e admit.AdmissionEvent) {

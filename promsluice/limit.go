@@ -60,6 +60,19 @@ func (m *LimitMetrics) Add(a *limit.Adaptive) {
 	m.limit = append(m.limit, a)
 }
 
+// Remove stops exporting a (an adaptive limit whose gate was retired).
+// Removing one m does not export is a no-op.
+func (m *LimitMetrics) Remove(a *limit.Adaptive) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, have := range m.limit {
+		if have == a {
+			m.limit = append(m.limit[:i], m.limit[i+1:]...)
+			return
+		}
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (m *LimitMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.capacity, m.latency, m.baseline, m.ceiling, m.overload, m.episode,

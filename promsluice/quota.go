@@ -21,9 +21,9 @@ import (
 //	sluice_quota_fallback_decisions_total{quota} fleet quotas: decisions made without the store
 //	sluice_quota_store_errors_total{quota}      fleet quotas: store calls that failed or timed out
 //
-// Safe for concurrent use; Add before registering.
+// Safe for concurrent use.
 type QuotaMetrics struct {
-	sources []func() quota.Stats
+	read func() []quota.Stats
 
 	allowed, limited, refused, keys, maxKeys, evictions, mode, fallbacks, storeErrors *prometheus.Desc
 }
@@ -31,9 +31,17 @@ type QuotaMetrics struct {
 // NewQuotaMetrics returns a collector over the given Stats functions (a
 // *quota.Quota's or a fleet quota's Stats method).
 func NewQuotaMetrics(sources ...func() quota.Stats) *QuotaMetrics {
+	return NewQuotaMetricsFunc(readAll(sources))
+}
+
+// NewQuotaMetricsFunc returns a collector over the quotas read returns at
+// each scrape, for a set of quotas that changes while the process runs (a
+// proxy's route quotas after a reload). read must be safe for concurrent
+// use and never return two quotas of one name.
+func NewQuotaMetricsFunc(read func() []quota.Stats) *QuotaMetrics {
 	q := []string{"quota"}
 	return &QuotaMetrics{
-		sources:     sources,
+		read:        read,
 		allowed:     prometheus.NewDesc("sluice_quota_allowed_total", "Quota decisions that admitted the request.", q, nil),
 		limited:     prometheus.NewDesc("sluice_quota_limited_total", "Quota decisions refused with reason rate (HTTP 429).", q, nil),
 		refused:     prometheus.NewDesc("sluice_quota_refused_total", "Quota decisions refused for a reason other than rate.", []string{"quota", "reason"}, nil),
@@ -61,8 +69,7 @@ func (m *QuotaMetrics) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, read := range m.sources {
-		s := read()
+	for _, s := range m.read() {
 		counter(m.allowed, s.Allowed, s.Quota)
 		counter(m.limited, s.Limited, s.Quota)
 		counter(m.refused, s.RefusedFull, s.Quota, "full")
@@ -80,6 +87,17 @@ func (m *QuotaMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(m.fallbacks, s.FallbackDecisions, s.Quota)
 		counter(m.storeErrors, s.StoreErrors, s.Quota)
+	}
+}
+
+// readAll reads every source.
+func readAll(sources []func() quota.Stats) func() []quota.Stats {
+	return func() []quota.Stats {
+		out := make([]quota.Stats, len(sources))
+		for i, read := range sources {
+			out[i] = read()
+		}
+		return out
 	}
 }
 

@@ -35,10 +35,16 @@ func (m *GateMetrics) AddRefusals(read func() []Refusal) {
 // breaker_open for RefusedStore, the reasons the quotas' own refusals
 // carry.
 func QuotaRefusals(sources ...func() quota.Stats) func() []Refusal {
+	return QuotaRefusalsFunc(readAll(sources))
+}
+
+// QuotaRefusalsFunc is QuotaRefusals over the quotas read returns at each
+// scrape, for a set of quotas that changes while the process runs.
+func QuotaRefusalsFunc(read func() []quota.Stats) func() []Refusal {
 	return func() []Refusal {
-		out := make([]Refusal, 0, 3*len(sources))
-		for _, read := range sources {
-			s := read()
+		stats := read()
+		out := make([]Refusal, 0, 3*len(stats))
+		for _, s := range stats {
 			out = append(out,
 				Refusal{Gate: s.Quota, Reason: admit.ReasonRate.String(), Count: s.Limited},
 				Refusal{Gate: s.Quota, Reason: admit.ReasonFull.String(), Count: s.RefusedFull},

@@ -304,9 +304,20 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// Rules is the config file: {"routes": [...]}.
+// Rules is the config file: {"routes": [...], "upstreams": [...]}.
 type Rules struct {
 	Routes []Route `json:"routes"`
+	// Upstreams, when not empty, are the upstream instances, URLs as
+	// Config.Upstreams wants them: a file that names them can change them
+	// with the routes on a reload.
+	Upstreams []string `json:"upstreams,omitempty"`
+}
+
+// File is a config file, checked: its routes and, if it names any, its
+// upstream instances (nil otherwise).
+type File struct {
+	Routes    []Route
+	Upstreams []*url.URL
 }
 
 // maxRulesBytes bounds a config file.
@@ -316,42 +327,78 @@ const maxRulesBytes = 1 << 20
 // rule: unknown fields, a key given twice in one object, and a route that
 // an earlier one leaves nothing to match are errors. A leading UTF-8 byte
 // order mark is skipped. Errors wrap ErrInvalidConfig and name the route
-// at fault.
+// at fault. ParseFile also returns the file's upstreams.
 func ParseRules(r io.Reader) ([]Route, error) {
+	f, err := ParseFile(r)
+	return f.Routes, err
+}
+
+// ParseFile reads and checks a config file as ParseRules does, and its
+// "upstreams" as New checks Config.Upstreams.
+func ParseFile(r io.Reader) (File, error) {
+	rules, err := parseRules(r)
+	if err != nil {
+		return File{}, err
+	}
+	f := File{Routes: rules.Routes}
+	if len(rules.Upstreams) > maxUpstreams {
+		return File{}, fmt.Errorf("%w: %d upstreams, at most %d", ErrInvalidConfig, len(rules.Upstreams), maxUpstreams)
+	}
+	for i, s := range rules.Upstreams {
+		u, err := url.Parse(s)
+		if err == nil {
+			err = CheckUpstream(u)
+		}
+		if err != nil {
+			return File{}, fmt.Errorf("%w: upstreams[%d] %q: %v", ErrInvalidConfig, i, s, err)
+		}
+		f.Upstreams = append(f.Upstreams, u)
+	}
+	if err := checkUpstreamList(f.Upstreams); err != nil {
+		return File{}, err
+	}
+	return f, nil
+}
+
+func parseRules(r io.Reader) (Rules, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxRulesBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading rules: %v", ErrInvalidConfig, err)
+		return Rules{}, fmt.Errorf("%w: reading rules: %v", ErrInvalidConfig, err)
 	}
 	if len(data) > maxRulesBytes {
-		return nil, fmt.Errorf("%w: rules larger than %d bytes", ErrInvalidConfig, maxRulesBytes)
+		return Rules{}, fmt.Errorf("%w: rules larger than %d bytes", ErrInvalidConfig, maxRulesBytes)
 	}
 	data = bytes.TrimPrefix(data, utf8BOM)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var rules Rules
 	if err := dec.Decode(&rules); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return Rules{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the rules object", ErrInvalidConfig)
+		return Rules{}, fmt.Errorf("%w: trailing data after the rules object", ErrInvalidConfig)
 	}
 	if err := duplicateKey(data); err != nil {
 		var dup *errDuplicateKey
 		if errors.As(err, &dup) {
 			if i := routeOf(dup.path); i >= 0 && i < len(rules.Routes) {
-				return nil, fmt.Errorf("%w: route %d (%q): %v", ErrInvalidConfig, i, rules.Routes[i].Name, err)
+				return Rules{}, fmt.Errorf("%w: route %d (%q): %v", ErrInvalidConfig, i, rules.Routes[i].Name, err)
 			}
 		}
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return Rules{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if err := checkRoutes(rules.Routes); err != nil {
-		return nil, err
+		return Rules{}, err
 	}
-	return rules.Routes, nil
+	return rules, nil
 }
 
-// maxRoutes bounds the route table (each route is a metric label).
-const maxRoutes = 256
+// maxRoutes bounds the route table (each route is a metric label), and
+// maxUpstreams a config file's upstream instances.
+const (
+	maxRoutes    = 256
+	maxUpstreams = 1024
+)
 
 func checkRoutes(routes []Route) error {
 	if len(routes) > maxRoutes {

@@ -103,6 +103,28 @@ func TestParseRulesAccepts(t *testing.T) {
 	}
 }
 
+// TestParseFileUpstreams: a config file may name the upstream instances,
+// checked as New checks them.
+func TestParseFileUpstreams(t *testing.T) {
+	f, err := ParseFile(strings.NewReader(`{"upstreams":["http://10.0.0.5:9000/api","http://10.0.0.6:9000/api"],"routes":[{"name":"a"}]}`))
+	if err != nil || len(f.Upstreams) != 2 || f.Upstreams[1].Host != "10.0.0.6:9000" || len(f.Routes) != 1 {
+		t.Fatalf("ParseFile: %+v, %v", f, err)
+	}
+	if f, err := ParseFile(strings.NewReader(`{"routes":[]}`)); err != nil || f.Upstreams != nil {
+		t.Fatalf("a file without upstreams: %+v, %v", f, err)
+	}
+	for in, want := range map[string]string{
+		`{"upstreams":["http://a:1/x","http://b:1/y"],"routes":[]}`: "same path",
+		`{"upstreams":["http://a:0"],"routes":[]}`:                  `upstreams[0] "http://a:0": port`,
+		`{"upstreams":["::"],"routes":[]}`:                          `upstreams[0] "::"`,
+		`{"upstreams":"http://a:1","routes":[]}`:                    "cannot unmarshal",
+	} {
+		if _, err := ParseFile(strings.NewReader(in)); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrInvalidConfig mentioning %q", in, err, want)
+		}
+	}
+}
+
 func TestCheckUpstream(t *testing.T) {
 	for in, ok := range map[string]bool{
 		"http://127.0.0.1:9000": true, "https://api.example/base": true, "http://[::1]:80": true, "http://h": true,

@@ -103,7 +103,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.limitMin, "limit-min", 0, "floor of an adaptive limit (0: 1)")
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "ceiling of an adaptive limit (0: --max-inflight)")
 	fs.DurationVar(&o.slo, "slo", 0, "latency ceiling an adaptive limit is anchored to (0: none)")
-	fs.StringVar(&o.config, "config", "", "JSON `file` of per-route rules (see docs/proxy.md)")
+	fs.StringVar(&o.config, "config", "", "JSON `file` of per-route rules and, optionally, the upstreams (see docs/proxy.md); re-read on SIGHUP")
 	fs.IntVar(&o.retries, "retries", 3, "most attempts per idempotent request, within a 10% retry budget (1: no retries)")
 	fs.BoolVar(&o.breaker, "breaker", true, "a circuit breaker in front of the upstream (503 breaker_open while open)")
 	fs.DurationVar(&o.headerTimeout, "upstream-timeout", proxy.DefaultHeaderTimeout, "longest wait for the upstream's response headers, per attempt")
@@ -135,7 +135,7 @@ func (o *proxyOptions) trustedProxies(older string) (string, []netip.Prefix, err
 // are usage errors.
 func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	var errs []error
-	if len(o.upstreams) == 0 {
+	if len(o.upstreams) == 0 && o.config == "" {
 		errs = append(errs, errors.New("--upstream is required, e.g. --upstream http://127.0.0.1:9000"))
 	}
 	if o.maxInflight < 1 {
@@ -217,16 +217,38 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		cfg.Limit = proxy.Limit{}
 	}
 	if o.config != "" {
-		f, err := os.Open(o.config)
+		file, err := o.readConfig()
 		if err != nil {
-			return proxy.Config{}, fmt.Errorf("--config: %v", err)
+			return proxy.Config{}, err
 		}
-		defer f.Close()
-		if cfg.Routes, err = proxy.ParseRules(f); err != nil {
-			return proxy.Config{}, fmt.Errorf("--config %s: %v", o.config, err)
+		cfg.Routes = file.Routes
+		if len(file.Upstreams) > 0 {
+			cfg.Upstreams = file.Upstreams
 		}
 	}
+	if len(cfg.Upstreams) == 0 {
+		return proxy.Config{}, fmt.Errorf("--upstream is required (or \"upstreams\" in --config %s), e.g. --upstream http://127.0.0.1:9000", o.config)
+	}
 	return cfg, nil
+}
+
+// readConfig reads and checks the --config file, at start and on every
+// reload. The upstream instances come from --upstream or from the file's
+// "upstreams", never both: one list, in one place.
+func (o *proxyOptions) readConfig() (proxy.File, error) {
+	f, err := os.Open(o.config)
+	if err != nil {
+		return proxy.File{}, fmt.Errorf("--config: %v", err)
+	}
+	defer f.Close()
+	file, err := proxy.ParseFile(f)
+	if err != nil {
+		return proxy.File{}, fmt.Errorf("--config %s: %v", o.config, err)
+	}
+	if len(file.Upstreams) > 0 && len(o.upstreams) > 0 {
+		return proxy.File{}, fmt.Errorf("--config %s names \"upstreams\" and --upstream is given too: list the upstream instances in one place", o.config)
+	}
+	return file, nil
 }
 
 // runProxy runs `sluice proxy`: the gated reverse proxy on the server
@@ -238,7 +260,9 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		"A reverse proxy that protects the service behind it: a concurrency gate toward the upstream\n"+
 		"(fixed or adaptive), per-route gates, quotas and costs (--config), retries within a budget,\n"+
 		"a circuit breaker, deadline propagation and stale-if-error. Every refusal is 503 or 429 with\n"+
-		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.")
+		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.\n"+
+		"SIGHUP re-reads --config and the TLS files and applies what changed without dropping a connection;\n"+
+		"a file that does not check is refused with a log line and the running configuration stays.")
 	var so serveOptions
 	so.register(fs)
 	var po proxyOptions
@@ -247,6 +271,8 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
+	hup, stopHangups := hangups() // from here on a SIGHUP waits for the reload, it no longer kills
+	defer stopHangups()
 	fail := func(code int, err error) int {
 		fmt.Fprintf(e.stderr, "sluice proxy: %v\n", err)
 		return code
@@ -283,8 +309,9 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	}
 	defer quotas.close()
 	// Route quotas share --quota-redis and the other companions with
-	// --quota.
-	if hasRouteQuota(cfg.Routes) {
+	// --quota (so a reload may add fleet route quotas where there is a
+	// --quota-redis).
+	if hasRouteQuota(cfg.Routes) || len(quotas.quotas) > 0 {
 		if cfg.FleetQuotas, err = quotas.fleet(logger); err != nil {
 			return fail(exitUsage, err)
 		}
@@ -297,13 +324,13 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	}
 	defer p.Close()
 	so.warn(logger, po.maxInflight)
-	collectors := proxyCollectors(p)
-	quotas.routeQuotas = p.QuotaStats()                            // exported with --quota's
-	handler, collectors, err := quotas.wrap(logger, p, collectors) // --quota: 429 before any route
+	collectors, limits := proxyCollectors(p)
+	quotas.routeQuotas = func() []quota.Stats { return readStats(p.QuotaStats()) } // exported with --quota's, as reloads leave them
+	handler, collectors, err := quotas.wrap(logger, p, collectors)                 // --quota: 429 before any route
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	attributeRefusals(gm, p, quotas.sources)
+	attributeRefusals(gm, p, quotas.stats)
 	extras := map[string]func() any{"proxy": func() any { return p.State() }}
 	for name, f := range quotas.states {
 		extras[name] = f
@@ -332,15 +359,18 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		}
 		return fail(exitFail, err)
 	}
+	ups := upstreamList(cfg.Upstreams)
 	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(),
-		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes),
+		"upstreams", ups.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes),
 		"queue_discipline", po.discipline, "priority_header", po.priorityHeader, "fleet_route_quotas", cfg.FleetQuotas != nil)
-	return serveUntilDone(ctx, e, "proxy", srv, logger)
+	r := &proxyReloader{opts: &po, quotas: quotas, p: p, srv: srv, limits: limits, logger: logger}
+	return serveUntilDone(ctx, e, "proxy", srv, logger, hup, r.reload)
 }
 
 // proxyCollectors exports the breaker, the retry policy and adaptive
-// limits (the quotas, route and --quota, are exported by quotas.wrap).
-func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
+// limits (the quotas, route and --quota, are exported by quotas.wrap). The
+// limits' collector is returned apart: a reload adds and removes limits.
+func proxyCollectors(p *proxy.Proxy) ([]prometheus.Collector, *promsluice.LimitMetrics) {
 	var cs []prometheus.Collector
 	if b := p.Breaker(); b != nil {
 		bm := promsluice.NewBreakerMetrics()
@@ -349,15 +379,20 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 	}
 	rm := promsluice.NewRetryMetrics()
 	rm.Add(p.Policy())
-	cs = append(cs, rm)
-	if as := p.Adaptives(); len(as) > 0 {
-		lm := promsluice.NewLimitMetrics()
-		for _, a := range as {
-			lm.Add(a)
-		}
-		cs = append(cs, lm)
+	lm := promsluice.NewLimitMetrics()
+	for _, a := range p.Adaptives() {
+		lm.Add(a)
 	}
-	return cs
+	return append(cs, rm, lm), lm
+}
+
+// readStats reads each quota's Stats.
+func readStats(sources []func() quota.Stats) []quota.Stats {
+	out := make([]quota.Stats, len(sources))
+	for i, read := range sources {
+		out[i] = read()
+	}
+	return out
 }
 
 // attributeRefusals puts the refusals made outside gates in
@@ -365,8 +400,8 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 // it), so `sluice load --metrics` attributes every refusal the proxy makes
 // to the gate its answer names: quotas, route and --quota alike (rate,
 // full, breaker_open), the breaker and the retry policy.
-func attributeRefusals(gm *promsluice.GateMetrics, p *proxy.Proxy, quotas []func() quota.Stats) {
-	gm.AddRefusals(promsluice.QuotaRefusals(quotas...))
+func attributeRefusals(gm *promsluice.GateMetrics, p *proxy.Proxy, quotas func() []quota.Stats) {
+	gm.AddRefusals(promsluice.QuotaRefusalsFunc(quotas))
 	gm.AddRefusals(func() []promsluice.Refusal {
 		rs := p.Refusals()
 		out := make([]promsluice.Refusal, len(rs))

@@ -81,6 +81,9 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 		{"duplicate routes key", append(up, "--config", writeRules(t, `{"routes":[{"name":"a"}],"routes":[{"name":"b"}]}`)), nil, `key "routes" given twice`},
 		{"lower-case method", append(up, "--config", writeRules(t, `{"routes":[{"name":"reads","methods":["get"]}]}`)), nil, `route 0 ("reads"): method "get"`},
 		{"duplicate path", append(up, "--config", writeRules(t, `{"routes":[{"name":"a","path":"/x"},{"name":"b","path":"/x"}]}`)), nil, `route 1 ("b"): never matches: route 0 ("a")`},
+		{"upstreams in the file and the flag", append(up, "--config", writeRules(t, `{"upstreams":["http://127.0.0.1:9"],"routes":[]}`)), nil, "list the upstream instances in one place"},
+		{"no upstream anywhere", []string{"--config", writeRules(t, `{"routes":[]}`)}, nil, "--upstream is required"},
+		{"bad upstream in the file", []string{"--config", writeRules(t, `{"upstreams":["http://h:99999"],"routes":[]}`)}, nil, `upstreams[0] "http://h:99999": port "99999"`},
 		{"NUL in a path", append(up, "--config", writeRules(t, `{"routes":[{"name":"a","path":"/x\u0000"}]}`)), nil, `route 0 ("a"): path "/x\x00": control character`},
 	}
 	// A context already ended: a case that is wrongly accepted fails to

@@ -213,16 +213,16 @@ type quotaOptions struct {
 	closers []func()
 	// states are the quotas' /state sections, filled by wrap.
 	states map[string]func() any
-	// sources are the quotas' Stats, filled by wrap (for
-	// promsluice.QuotaRefusals).
-	sources []func() quota.Stats
+	// stats reads every quota's Stats, --quota's and routeQuotas', filled
+	// by wrap (for promsluice.QuotaRefusalsFunc); nil without quotas.
+	stats func() []quota.Stats
 	// fleetCfg is fleet's template, built once.
 	fleetCfg *redisquota.Config
-	// routeQuotas are quotas other than --quota (the proxy's route
-	// quotas) built with fleet's template: wrap exports them with the
-	// --quota ones (one collector) and --quota-redis is not an error
-	// without --quota when there are some.
-	routeQuotas []func() quota.Stats
+	// routeQuotas reads the quotas other than --quota (the proxy's route
+	// quotas, built with fleet's template, as many as the last reload
+	// left): wrap exports them with the --quota ones (one collector) and
+	// --quota-redis is not an error without --quota when it is set.
+	routeQuotas func() []quota.Stats
 }
 
 func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
@@ -274,11 +274,11 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 		}
 	}()
 	if len(o.quotas) == 0 {
-		if o.redisURL != "" && len(o.routeQuotas) == 0 {
+		if o.redisURL != "" && o.routeQuotas == nil {
 			return nil, nil, errors.New("--quota-redis without any --quota")
 		}
-		if o.sources = o.routeQuotas; len(o.sources) > 0 {
-			collectors = append(collectors, promsluice.NewQuotaMetrics(o.sources...))
+		if o.stats = o.routeQuotas; o.stats != nil {
+			collectors = append(collectors, promsluice.NewQuotaMetricsFunc(o.stats))
 		}
 		return h, collectors, nil
 	}
@@ -291,7 +291,7 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 	if err != nil {
 		return nil, nil, err
 	}
-	sources := append([]func() quota.Stats(nil), o.routeQuotas...)
+	var sources []func() quota.Stats
 	// The last quota listed runs first: wrap from the inside out so the
 	// first one listed is the outermost.
 	for i := len(o.quotas) - 1; i >= 0; i-- {
@@ -334,8 +334,18 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 	if logger != nil {
 		logger.Info("quotas on", "quotas", o.quotas.String(), "fleet", fleet != nil, "mode", o.mode, "fail", o.fail)
 	}
-	o.sources = sources
-	return h, append(collectors, promsluice.NewQuotaMetrics(sources...)), nil
+	routes := o.routeQuotas
+	o.stats = func() []quota.Stats {
+		var out []quota.Stats
+		if routes != nil {
+			out = routes()
+		}
+		for _, read := range sources {
+			out = append(out, read())
+		}
+		return out
+	}
+	return h, append(collectors, promsluice.NewQuotaMetricsFunc(o.stats)), nil
 }
 
 // fleet checks the fleet flags and returns the template of a fleet quota
