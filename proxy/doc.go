@@ -109,8 +109,10 @@
 // # Design
 //
 // net/http/httputil.ReverseProxy does the HTTP work (hop-by-hop headers,
-// X-Forwarded-*, streaming, trailers, 1xx); this package adds only the
-// admission and calling policy around it, from sluice's own packages
+// streaming, trailers, 1xx); this package adds only the admission and
+// calling policy around it, and the forwarding headers (its
+// ProxyRequest.SetXForwarded replaces a trusted balancer's chain and
+// writes no Forwarded), from sluice's own packages
 // (admit, limit, quota, retry, breaker, httpgate). It was not measured to
 // fall short for the gate's job; its raw throughput is a bare
 // ReverseProxy's (docs/bench/proxy.md). The stale store is golang-lru's

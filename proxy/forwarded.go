@@ -44,28 +44,38 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	if prior := joined(in.Header, headerXFF); trusted && prior != "" {
 		xff = prior + ", " + xff
 	}
+	// The names are canonical constants: the map is written directly,
+	// without Header.Set's canonicalisation.
 	if xff != "" {
-		out.Set(headerXFF, xff)
+		out[headerXFF] = []string{xff}
 	}
 	host, xproto := in.Host, proto
 	if trusted {
-		if h := in.Header.Get(headerXFHost); h != "" {
+		if h := first(in.Header, headerXFHost); h != "" {
 			host = h
 		}
-		if x := in.Header.Get(headerXFProto); x != "" {
+		if x := first(in.Header, headerXFProto); x != "" {
 			xproto = x
 		}
 	}
 	if host != "" {
-		out.Set(headerXFHost, host)
+		out[headerXFHost] = []string{host}
 	}
-	out.Set(headerXFProto, xproto)
+	out[headerXFProto] = []string{xproto}
 
 	elem := forwardedElement(peer, port, known, in.Host, proto)
 	if prior := joined(in.Header, headerForwarded); trusted && prior != "" {
 		elem = prior + ", " + elem
 	}
-	out.Set(headerForwarded, elem)
+	out[headerForwarded] = []string{elem}
+}
+
+// first is a header's first value, "" when absent; name is canonical.
+func first(h http.Header, name string) string {
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 // trusted reports whether a is one of Config.TrustedProxies.
@@ -94,7 +104,7 @@ func peerAddr(remote string) (netip.Addr, uint16, bool) {
 // joined is every value of a header, joined as one comma-separated list
 // (RFC 9110 section 5.3), or "".
 func joined(h http.Header, name string) string {
-	vs := h.Values(name)
+	vs := h[name] // name is canonical
 	switch len(vs) {
 	case 0:
 		return ""
