@@ -12,15 +12,46 @@ import (
 )
 
 // Beyond the timeout, a decision takes a timer firing, a goroutine being
-// scheduled and a local bucket deciding: a few milliseconds, the typical
-// (median) decision's excess. On a loaded two-core machine under the race
-// detector one goroutine now and then waits tens of milliseconds for a
-// core, so the worst decision is allowed two more timeouts; decisions
-// queued behind other callers' round trips take several each.
-const (
-	leaseMedianSlack = 10 * time.Millisecond
-	leaseWorstSlack  = 100 * time.Millisecond
-)
+// scheduled and a local bucket deciding. On a shared two-core machine the
+// scheduling alone can take tens of milliseconds now and then (a thread
+// waits its turn behind every other runnable one), so the test measures
+// it: sleepers that sleep the timeout, as many as the deciders, beside
+// them. The typical (median) decision may take what the typical sleep of
+// the timeout took, plus a few milliseconds, and nine in ten at most three
+// timeouts: callers queued behind one another's round trips took about
+// four timeouts at the median and seven at the 90th percentile.
+const leaseSlack = 10 * time.Millisecond
+
+// sleepFor runs workers goroutines that sleep d until stop closes and
+// returns their sleeps' durations, sorted: the scheduler's share of any
+// wait of d on this machine right now.
+func sleepFor(d time.Duration, workers int, stop <-chan struct{}) func() []time.Duration {
+	var mu sync.Mutex
+	var lats []time.Duration
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				time.Sleep(d)
+				took := time.Since(start)
+				mu.Lock()
+				lats = append(lats, took)
+				mu.Unlock()
+			}
+		})
+	}
+	return func() []time.Duration {
+		wg.Wait()
+		slices.Sort(lats)
+		return lats
+	}
+}
 
 // decideFor runs workers goroutines that decide for one key until stop
 // closes and returns every decision's latency that started while during()
@@ -66,10 +97,11 @@ func decideFor(q *Quota, key string, workers int, during func() bool, stop <-cha
 }
 
 // TestLeaseWaitsAtMostTheTimeout: while Redis is paused (SIGSTOP) and then
-// killed, eight callers deciding for one key in lease mode each wait at
-// most the timeout plus scheduling slack: they share the one round trip in
-// flight instead of queueing behind one call after another. The breaker
-// is kept from opening so every decision meets the stalled Redis.
+// killed, eight callers deciding for one key in lease mode each wait
+// about the timeout (what a sleep of the timeout takes on this machine
+// now, plus a few milliseconds): they share the one round trip in flight
+// instead of queueing behind one call after another. The breaker is kept
+// from opening so every decision meets the stalled Redis.
 func TestLeaseWaitsAtMostTheTimeout(t *testing.T) {
 	for _, fault := range []string{"paused", "killed"} {
 		t.Run(fault, func(t *testing.T) {
@@ -85,6 +117,7 @@ func TestLeaseWaitsAtMostTheTimeout(t *testing.T) {
 			lats, _ := decideFor(q, "k", 8, faulty.Load, stop)
 			time.Sleep(50 * time.Millisecond)
 			faulty.Store(true)
+			sleeps := sleepFor(timeout, 8, stop)
 			if fault == "paused" {
 				srv.Pause()
 				defer srv.Resume()
@@ -98,10 +131,14 @@ func TestLeaseWaitsAtMostTheTimeout(t *testing.T) {
 			if len(l) < 8 {
 				t.Fatalf("only %d decisions during the fault", len(l))
 			}
-			worst, median := l[len(l)-1], l[len(l)/2]
-			t.Logf("%s: %d decisions, median %v, worst %v, store errors %d", fault, len(l), median, worst, q.Stats().StoreErrors)
-			if median > timeout+leaseMedianSlack || worst > timeout+leaseWorstSlack {
-				t.Fatalf("Redis %s: decisions took %v (median) and %v (worst) with a %v timeout: callers queue behind each other's round trips", fault, median, worst, timeout)
+			sl := sleeps()
+			median, p90, worst := l[len(l)/2], l[len(l)*9/10], l[len(l)-1]
+			sMedian, sP90 := sl[len(sl)/2], sl[len(sl)*9/10]
+			t.Logf("%s: %d decisions, median %v, 90th percentile %v, worst %v (sleeps of %v: median %v, 90th percentile %v, worst %v); store errors %d",
+				fault, len(l), median, p90, worst, timeout, sMedian, sP90, sl[len(sl)-1], q.Stats().StoreErrors)
+			if median > sMedian+leaseSlack || p90 > 3*timeout {
+				t.Fatalf("Redis %s: decisions took %v (median) and %v (90th percentile) with a %v timeout, sleeps of the timeout %v and %v: callers queue behind each other's round trips",
+					fault, median, p90, timeout, sMedian, sP90)
 			}
 			if st := q.Stats(); st.FallbackDecisions == 0 {
 				t.Fatalf("no decision fell back: %+v", st)
