@@ -36,21 +36,10 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	if in.TLS != nil {
 		proto = "https"
 	}
-
-	var xff string
-	if known {
-		xff = peer.String()
-	}
-	if prior := joined(in.Header, headerXFF); trusted && prior != "" {
-		xff = prior + ", " + xff
-	}
-	// The names are canonical constants: the map is written directly,
-	// without Header.Set's canonicalisation.
-	if xff != "" {
-		out[headerXFF] = []string{xff}
-	}
 	host, xproto := in.Host, proto
+	var priorXFF, priorFwd string
 	if trusted {
+		priorXFF, priorFwd = joined(in.Header, headerXFF), joined(in.Header, headerForwarded)
 		if h := first(in.Header, headerXFHost); h != "" {
 			host = h
 		}
@@ -58,16 +47,37 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 			xproto = x
 		}
 	}
+	// Both chains are built in one buffer, and the four headers' values
+	// share one array: a forwarded request pays two allocations here, not
+	// one per piece. The names are canonical constants, so the map is
+	// written directly, without Header.Set's canonicalisation.
+	buf := make([]byte, 0, len(priorXFF)+len(priorFwd)+2*len(in.Host)+96)
+	buf = appendPrior(buf, priorXFF)
+	if known {
+		buf = peer.AppendTo(buf)
+	}
+	xffEnd := len(buf)
+	buf = appendPrior(buf, priorFwd)
+	buf = appendForwardedElement(buf, peer, port, known, in.Host, proto)
+	chains := string(buf)
+	vals := []string{chains[:xffEnd], host, xproto, chains[xffEnd:]}
+	if xffEnd > 0 {
+		out[headerXFF] = vals[0:1:1]
+	}
 	if host != "" {
-		out[headerXFHost] = []string{host}
+		out[headerXFHost] = vals[1:2:2]
 	}
-	out[headerXFProto] = []string{xproto}
+	out[headerXFProto] = vals[2:3:3]
+	out[headerForwarded] = vals[3:4:4]
+}
 
-	elem := forwardedElement(peer, port, known, in.Host, proto)
-	if prior := joined(in.Header, headerForwarded); trusted && prior != "" {
-		elem = prior + ", " + elem
+// appendPrior appends a chain received from a trusted proxy and the list
+// separator before this hop's entry; nothing for an empty chain.
+func appendPrior(b []byte, prior string) []byte {
+	if prior == "" {
+		return b
 	}
-	out[headerForwarded] = []string{elem}
+	return append(append(b, prior...), ", "...)
 }
 
 // first is a header's first value, "" when absent; name is canonical.
@@ -118,53 +128,44 @@ func joined(h http.Header, name string) string {
 // for=<peer>;host=<Host>;proto=<http|https>. A node with a port, and any
 // IPv6 node (bracketed), is a quoted string, as section 6 requires.
 func forwardedElement(peer netip.Addr, port uint16, known bool, host, proto string) string {
-	var b strings.Builder
-	b.WriteString("for=")
+	return string(appendForwardedElement(nil, peer, port, known, host, proto))
+}
+
+func appendForwardedElement(b []byte, peer netip.Addr, port uint16, known bool, host, proto string) []byte {
+	b = append(b, "for="...)
 	switch {
 	case !known:
-		b.WriteString(forwardedForUnkown)
-	case port != 0:
-		b.WriteString(quoteForwarded(netip.AddrPortFrom(peer, port).String()))
+		b = append(b, forwardedForUnkown...)
+	case port != 0: // an address and a port hold no '"' or '\\' to escape
+		b = append(netip.AddrPortFrom(peer, port).AppendTo(append(b, '"')), '"')
 	case peer.Is6():
-		b.WriteString(quoteForwarded("[" + peer.String() + "]"))
+		b = append(peer.AppendTo(append(b, `"[`...)), `]"`...)
 	default:
-		b.WriteString(peer.String())
+		b = peer.AppendTo(b)
 	}
 	if host != "" {
-		b.WriteString(";host=")
-		b.WriteString(forwardedValue(host))
+		b = appendForwardedValue(append(b, ";host="...), host)
 	}
-	b.WriteString(";proto=")
-	b.WriteString(proto)
-	return b.String()
+	return append(append(b, ";proto="...), proto...)
 }
 
-// forwardedValue writes v as an RFC 7239 value: a token as it is, anything
-// else as a quoted string.
-func forwardedValue(v string) string {
-	for i := 0; i < len(v); i++ {
-		if !httpguts.IsTokenRune(rune(v[i])) {
-			return quoteForwarded(v)
-		}
+// appendForwardedValue appends v as an RFC 7239 value: a token as it is,
+// anything else as an RFC 9110 quoted-string, '"' and '\\' escaped with a
+// backslash.
+func appendForwardedValue(b []byte, v string) []byte {
+	token := v != ""
+	for i := 0; i < len(v) && token; i++ {
+		token = httpguts.IsTokenRune(rune(v[i]))
 	}
-	if v == "" {
-		return `""`
+	if token {
+		return append(b, v...)
 	}
-	return v
-}
-
-// quoteForwarded is v as an RFC 9110 quoted-string: '"' and '\' escaped
-// with a backslash.
-func quoteForwarded(v string) string {
-	var b strings.Builder
-	b.Grow(len(v) + 2)
-	b.WriteByte('"')
+	b = append(b, '"')
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
+			b = append(b, '\\')
 		}
-		b.WriteByte(v[i])
+		b = append(b, v[i])
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }
