@@ -164,15 +164,20 @@ func FuzzParseRules(f *testing.F) {
 	// without talking to Redis.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:9"})
 	f.Cleanup(func() { _ = client.Close() })
+	f.Add(`{"upstreams":["http://127.0.0.1:9/a","https://[::1]:443/a"],"routes":[{"name":"m","path":"/m"}]}`)
 	f.Fuzz(func(t *testing.T, in string) {
-		routes, err := ParseRules(strings.NewReader(in))
+		file, err := ParseFile(strings.NewReader(in))
 		if err != nil {
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
 			}
 			return
 		}
-		p, err := New(Config{Upstreams: []*url.URL{up}, Routes: routes, MaxInflight: admit.MaxCapacity,
+		routes, ups := file.Routes, file.Upstreams
+		if len(ups) == 0 {
+			ups = []*url.URL{up}
+		}
+		p, err := New(Config{Upstreams: ups, Routes: routes, MaxInflight: admit.MaxCapacity,
 			FleetQuotas: &redisquota.Config{Client: client}})
 		if err != nil {
 			t.Fatalf("accepted rules rejected by New: %v", err)
