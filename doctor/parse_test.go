@@ -71,6 +71,32 @@ func TestParseRefusesBadInput(t *testing.T) {
 	}
 }
 
+// TestParseMetricsFollowsTheRule: doctor reads the shared table of the
+// Prometheus text rule (internal/promtext) as `sluice load --metrics`
+// does: a NaN, infinite or negative sample, or a family of another type,
+// is ErrBadInput naming what is wrong; the rest reads.
+func TestParseMetricsFollowsTheRule(t *testing.T) {
+	data, err := os.ReadFile("../internal/promtext/testdata/rule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table struct {
+		Cases []struct{ Name, Text, Error string }
+	}
+	if err := json.Unmarshal(data, &table); err != nil || len(table.Cases) == 0 {
+		t.Fatalf("rule table: %v", err)
+	}
+	for _, tc := range table.Cases {
+		_, err := ParseMetrics(strings.NewReader(tc.Text), time.Time{})
+		if tc.Error == "" && err != nil {
+			t.Errorf("%s: %v, want it read", tc.Name, err)
+		}
+		if tc.Error != "" && (!errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.Error)) {
+			t.Errorf("%s: error %v, want ErrBadInput saying %q", tc.Name, err, tc.Error)
+		}
+	}
+}
+
 func TestParseGoroutinesClassifies(t *testing.T) {
 	dump := `goroutine 1 [IO wait, 12 minutes]:
 internal/poll.(*pollDesc).wait(0xc000, 0x72, 0x0)

@@ -2,9 +2,11 @@ package load
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +120,32 @@ func TestParseMetricsErrors(t *testing.T) {
 	s := parseMetrics(strings.NewReader("sluice_admission_rejected_total{gate=\"g\",reason=\"r\"} 3\n"))
 	if s.err != nil || s.rejected[rejKey{gate: "g", reason: "r"}] != 3 || s.cpu != nil {
 		t.Errorf("untyped series: %+v", s)
+	}
+}
+
+// TestParseMetricsFollowsTheRule: the scraper reads the shared table of
+// the Prometheus text rule (internal/promtext) as doctor does: a NaN,
+// infinite or negative sample, or a family of another type, marks the
+// scrape as failed; the rest reads.
+func TestParseMetricsFollowsTheRule(t *testing.T) {
+	data, err := os.ReadFile("../internal/promtext/testdata/rule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table struct {
+		Cases []struct{ Name, Text, Error string }
+	}
+	if err := json.Unmarshal(data, &table); err != nil || len(table.Cases) == 0 {
+		t.Fatalf("rule table: %v", err)
+	}
+	for _, tc := range table.Cases {
+		s := parseMetrics(strings.NewReader(tc.Text))
+		if tc.Error == "" && s.err != nil {
+			t.Errorf("%s: %v, want it read", tc.Name, s.err)
+		}
+		if tc.Error != "" && (s.err == nil || !strings.Contains(s.err.Error(), tc.Error)) {
+			t.Errorf("%s: scrape error %v, want one saying %q", tc.Name, s.err, tc.Error)
+		}
 	}
 }
 

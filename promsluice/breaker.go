@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/internal/metricname"
 )
 
 // BreakerMetrics exports circuit breakers, read from Breaker.Stats at
@@ -28,10 +29,10 @@ type BreakerMetrics struct {
 // NewBreakerMetrics returns an empty BreakerMetrics; Add breakers to it.
 func NewBreakerMetrics() *BreakerMetrics {
 	return &BreakerMetrics{
-		state:       prometheus.NewDesc("sluice_breaker_state", "1 for the breaker's current state, 0 for the others.", []string{"breaker", "state"}, nil),
-		transitions: prometheus.NewDesc("sluice_breaker_transitions_total", "State changes, by from and to state.", []string{"breaker", "from", "to"}, nil),
-		allowed:     prometheus.NewDesc("sluice_breaker_allowed_total", "Calls the breaker let through, half-open probes included.", []string{"breaker"}, nil),
-		rejected:    prometheus.NewDesc("sluice_breaker_rejected_total", "Calls the breaker refused.", []string{"breaker"}, nil),
+		state:       prometheus.NewDesc(metricname.BreakerState, "1 for the breaker's current state, 0 for the others.", []string{"breaker", "state"}, nil),
+		transitions: prometheus.NewDesc(metricname.BreakerTransitions, "State changes, by from and to state.", []string{"breaker", "from", "to"}, nil),
+		allowed:     prometheus.NewDesc(metricname.BreakerAllowed, "Calls the breaker let through, half-open probes included.", []string{"breaker"}, nil),
+		rejected:    prometheus.NewDesc(metricname.BreakerRejected, "Calls the breaker refused.", []string{"breaker"}, nil),
 	}
 }
 
