@@ -37,22 +37,13 @@ const (
 	MetricRetryAttempts  = metricname.RetryAttempts
 )
 
-// families are the families ParseMetrics reads, with their kinds.
-var families = []metricname.Family{
-	{Name: MetricOffered, Kind: metricname.Counter},
-	{Name: MetricAdmitted, Kind: metricname.Counter},
-	{Name: MetricRejected, Kind: metricname.Counter},
-	{Name: MetricCompleted, Kind: metricname.Counter},
-	{Name: MetricMisuse, Kind: metricname.Counter},
-	{Name: MetricInflight, Kind: metricname.Gauge},
-	{Name: MetricWaiting, Kind: metricname.Gauge},
-	{Name: MetricCapacity, Kind: metricname.Gauge},
-	{Name: MetricOldestWait, Kind: metricname.Gauge},
-	{Name: MetricHold, Kind: metricname.Histogram},
-	{Name: MetricWait, Kind: metricname.Histogram},
-	{Name: MetricRetryOriginals, Kind: metricname.Counter},
-	{Name: MetricRetryAttempts, Kind: metricname.Counter},
-}
+// families are the families ParseMetrics reads, with the kinds
+// internal/metricname lists.
+var families = metricname.Families(
+	MetricOffered, MetricAdmitted, MetricRejected, MetricCompleted, MetricMisuse,
+	MetricInflight, MetricWaiting, MetricCapacity, MetricOldestWait,
+	MetricHold, MetricWait, MetricRetryOriginals, MetricRetryAttempts,
+)
 
 // ErrBadInput is wrapped by every error for metrics, state or a goroutine
 // profile that cannot be parsed.

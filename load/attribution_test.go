@@ -2,15 +2,15 @@ package load
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/promtext/promtexttest"
 )
 
 // gatedServer refuses every third request through its "disk" gate (503
@@ -128,17 +128,12 @@ func TestParseMetricsErrors(t *testing.T) {
 // infinite or negative sample, or a family of another type, marks the
 // scrape as failed; the rest reads.
 func TestParseMetricsFollowsTheRule(t *testing.T) {
-	data, err := os.ReadFile("../internal/promtext/testdata/rule.json")
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range families {
+		if f.Kind == 0 {
+			t.Errorf("%s is read but internal/metricname does not list it", f.Name)
+		}
 	}
-	var table struct {
-		Cases []struct{ Name, Text, Error string }
-	}
-	if err := json.Unmarshal(data, &table); err != nil || len(table.Cases) == 0 {
-		t.Fatalf("rule table: %v", err)
-	}
-	for _, tc := range table.Cases {
+	for _, tc := range promtexttest.Cases() {
 		s := parseMetrics(strings.NewReader(tc.Text))
 		if tc.Error == "" && s.err != nil {
 			t.Errorf("%s: %v, want it read", tc.Name, s.err)

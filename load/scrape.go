@@ -13,19 +13,13 @@ import (
 	"github.com/sluicehq/sluice/internal/promtext"
 )
 
-// families are what the scraper reads (the names are the ones promsluice
-// exports, spelled once in internal/metricname).
-var families = []metricname.Family{
-	{Name: metricname.AdmissionRejected, Kind: metricname.Counter},
-	{Name: metricname.ConnectionsRejected, Kind: metricname.Counter},
-	{Name: metricname.AdmissionAdmitted, Kind: metricname.Counter},
-	{Name: metricname.AdmissionCompleted, Kind: metricname.Counter},
-	{Name: metricname.AdmissionInflight, Kind: metricname.Gauge},
-	{Name: metricname.AdmissionWaiting, Kind: metricname.Gauge},
-	{Name: metricname.AdmissionCapacity, Kind: metricname.Gauge},
-	{Name: metricname.AdmissionHold, Kind: metricname.Histogram},
-	{Name: metricname.ProcessCPUSeconds, Kind: metricname.Counter},
-}
+// families are what the scraper reads: the names promsluice exports,
+// spelled once in internal/metricname, with the kinds listed there.
+var families = metricname.Families(
+	metricname.AdmissionRejected, metricname.ConnectionsRejected, metricname.AdmissionAdmitted,
+	metricname.AdmissionCompleted, metricname.AdmissionInflight, metricname.AdmissionWaiting,
+	metricname.AdmissionCapacity, metricname.AdmissionHold, metricname.ProcessCPUSeconds,
+)
 
 // connectionsGate is the gate name connection-level refusals are booked
 // under: connlimit's busy reply names it in its envelope too.

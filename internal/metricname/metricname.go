@@ -219,3 +219,21 @@ func Server() []Family {
 func NotExported() []Family {
 	return []Family{{ProcessCPUSeconds, Counter}, {RetryOriginalRequests, Counter}}
 }
+
+// Families returns the listed families of the given names, kinds and all,
+// in order: a reader names what it reads and takes each kind from the
+// lists above. A name no list has comes back with the zero Kind, which
+// the readers treat as no family at all.
+func Families(names ...string) []Family {
+	kinds := map[string]Kind{}
+	for _, list := range [][]Family{Promsluice(), Server(), NotExported()} {
+		for _, f := range list {
+			kinds[f.Name] = f.Kind
+		}
+	}
+	out := make([]Family, len(names))
+	for i, n := range names {
+		out[i] = Family{Name: n, Kind: kinds[n]}
+	}
+	return out
+}

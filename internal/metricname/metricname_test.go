@@ -58,3 +58,17 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+func TestFamiliesTakesKindsFromTheLists(t *testing.T) {
+	got := Families(AdmissionHold, ProcessCPUSeconds, ConnectionsClosedBodyTimeout, AdmissionInflight, "sluice_nothing")
+	want := []Family{{AdmissionHold, Histogram}, {ProcessCPUSeconds, Counter}, {ConnectionsClosedBodyTimeout, Counter},
+		{AdmissionInflight, Gauge}, {"sluice_nothing", 0}}
+	if len(got) != len(want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("family %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+}

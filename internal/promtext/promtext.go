@@ -91,7 +91,8 @@ type Sample struct {
 type Families map[string][]Sample
 
 // Parse reads text exposition from r, at most MaxBytes, and returns the
-// samples of the families in want, checked under the package's rule.
+// samples of the families in want, checked under the package's rule. A
+// want of the zero Kind is skipped.
 // Errors are ErrSyntax-wrapped or a *SampleError.
 func Parse(r io.Reader, want ...metricname.Family) (Families, error) {
 	return parse(r, MaxBytes, want)
@@ -114,7 +115,7 @@ func parse(r io.Reader, limit int64, want []metricname.Family) (Families, error)
 	out := Families{}
 	for _, w := range want {
 		f := fams[w.Name]
-		if f == nil {
+		if f == nil || w.Kind == 0 { // a want of no kind is no family (see metricname.Families)
 			continue
 		}
 		samples, err := read(f, w)

@@ -1,14 +1,13 @@
 package promtext
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/metricname"
+	"github.com/sluicehq/sluice/internal/promtext/promtexttest"
 )
 
 // every is each family sluice exports or reads, the widest want.
@@ -16,30 +15,11 @@ func every() []metricname.Family {
 	return append(append(metricname.Promsluice(), metricname.Server()...), metricname.NotExported()...)
 }
 
-// ruleCase is one case of testdata/rule.json, the table load's and
-// doctor's tests read too.
-type ruleCase struct {
-	Name, Text, Error, Why string
-}
-
-func ruleTable(t *testing.T) []ruleCase {
-	t.Helper()
-	data, err := os.ReadFile("testdata/rule.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table struct{ Cases []ruleCase }
-	if err := json.Unmarshal(data, &table); err != nil || len(table.Cases) == 0 {
-		t.Fatalf("rule table: %v (%d cases)", err, len(table.Cases))
-	}
-	return table.Cases
-}
-
 // TestRuleTable: NaN, infinite and negative samples, and families of
 // another type, are errors naming the family; what is finite, 0 or more
 // and of the declared type (or untyped) reads.
 func TestRuleTable(t *testing.T) {
-	for _, tc := range ruleTable(t) {
+	for _, tc := range promtexttest.Cases() {
 		_, err := Parse(strings.NewReader(tc.Text), every()...)
 		switch {
 		case tc.Error == "" && err != nil:
@@ -121,15 +101,7 @@ func TestParseBoundsTheInput(t *testing.T) {
 // gives only the families asked for, every number finite and 0 or more
 // and every label map set.
 func FuzzParse(f *testing.F) {
-	data, err := os.ReadFile("testdata/rule.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	var table struct{ Cases []ruleCase }
-	if err := json.Unmarshal(data, &table); err != nil {
-		f.Fatal(err)
-	}
-	for _, tc := range table.Cases {
+	for _, tc := range promtexttest.Cases() {
 		f.Add(tc.Text)
 	}
 	f.Add("# HELP x y\n# TYPE x counter\nx{a=\"\\n\"} 1 1700000000000\n")
