@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/admit"
-	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/queuerules"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 )
@@ -30,7 +30,7 @@ type admissionOptions struct {
 
 	// set by validate and observer
 	law      limit.Law
-	queuing  httpgate.Compiled
+	queuing  queuerules.Compiled
 	adaptive *limit.Adaptive
 	gate     atomic.Pointer[admit.Gate] // for the ramp's queue-age signal
 }
@@ -155,7 +155,7 @@ func (o *admissionOptions) limits() []*limit.Adaptive {
 
 // queueFlags are the queue flags `sluice serve` and `sluice proxy` share:
 // --queue-discipline, --priority-header and --class-share, checked and
-// applied by httpgate.QueueRules so both commands give them one meaning.
+// applied by internal/queuerules so both commands give them one meaning.
 type queueFlags struct {
 	discipline     string
 	priorityHeader string
@@ -170,15 +170,15 @@ func (q *queueFlags) register(fs *flag.FlagSet, gate string) {
 	fs.Var(&q.shares, "class-share", "guaranteed minimum share of the "+gate+" gate for a class, `class=fraction` (e.g. sheddable=0.1); repeat for several classes (or comma-separate them), shares sum to 1 at most")
 }
 
-// rules returns the flags as httpgate.QueueRules.
-func (q *queueFlags) rules() httpgate.QueueRules {
-	return httpgate.QueueRules{Discipline: q.discipline, PriorityHeader: q.priorityHeader, ClassShares: q.shares.raw}
+// rules returns the flags as queue rules.
+func (q *queueFlags) rules() queuerules.Rules {
+	return queuerules.Rules{Discipline: q.discipline, PriorityHeader: q.priorityHeader, ClassShares: q.shares.raw}
 }
 
 // compile checks the flags for a gate whose queue holds queue waiters;
 // errors name the flags.
-func (q *queueFlags) compile(queue int) (httpgate.Compiled, error) {
-	return q.rules().Compile(queue, httpgate.RuleNames{
+func (q *queueFlags) compile(queue int) (queuerules.Compiled, error) {
+	return q.rules().Compile(queue, queuerules.Names{
 		Discipline: "--queue-discipline", PriorityHeader: "--priority-header", ClassShares: "--class-share", Queue: "--queue",
 	})
 }
