@@ -364,26 +364,3 @@ func TestLoggerGetsWindowsAndAborts(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func TestLiveProgressLines(t *testing.T) {
-	srv := serve(t, (&classServer{}).ServeHTTP)
-	var lines []Progress
-	done := make(chan struct{})
-	runOne(t, context.Background(), Config{
-		Targets: []Target{{URL: srv.URL}}, Shape: mustShape(t, 100, 1200*time.Millisecond),
-		Live: func(p Progress) {
-			select {
-			case <-done:
-			default:
-				lines = append(lines, p)
-			}
-		},
-	})
-	close(done)
-	if len(lines) != 1 {
-		t.Fatalf("%d live lines in 1.2 s, want 1", len(lines))
-	}
-	if p := lines[0]; p.Sent < 50 || p.Sent > 120 || p.Rate < 40 || p.Rate > 140 {
-		t.Errorf("progress %+v", p)
-	}
-}
