@@ -42,8 +42,7 @@ func runIn(t *testing.T, dir string, args ...string) (int, string) {
 }
 
 // TestMutantVerdicts takes seconds (up to half a minute on a loaded
-// machine): it runs go test on a scratch module
-// once per verdict.
+// machine): it runs go test on a scratch module once per verdict.
 func TestMutantVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go test on a scratch module")
