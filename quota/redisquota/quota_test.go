@@ -228,7 +228,12 @@ func TestFailClosed(t *testing.T) {
 // 100 ms and never hang; restarted, fleet mode resumes by itself.
 func TestRedisKilledAndRestarted(t *testing.T) {
 	srv, c := startRedis(t)
-	q := mustNew(t, Config{Name: "crash", Rate: 1000, Burst: 100, Instances: 2, Client: c, BreakerCooldown: 200 * time.Millisecond})
+	// A timeout of 500 ms, not the default 50: before the kill the test
+	// needs every decision on Redis, which a loaded machine's round trips
+	// can miss by tens of milliseconds; the kill itself fails calls at
+	// once (connection refused), so the fallback is still prompt.
+	q := mustNew(t, Config{Name: "crash", Rate: 1000, Burst: 100, Instances: 2, Client: c, BreakerCooldown: 200 * time.Millisecond,
+		Timeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	var slowest atomic.Int64
 	var fallbackAt atomic.Int64

@@ -31,7 +31,7 @@ func TestSlotsSharedCapacity(t *testing.T) {
 	srv, _ := startRedis(t)
 	var gates []*Slots
 	for range 3 {
-		gates = append(gates, mustSlots(t, SlotsConfig{Name: "db", Capacity: 5, Client: newClient(t, srv.Addr()), TTL: time.Second}))
+		gates = append(gates, mustSlots(t, SlotsConfig{Name: "db", Capacity: 5, Client: newClient(t, srv.Addr()), TTL: time.Second, Timeout: loadedTimeout}))
 	}
 	var holding, peak, admitted atomic.Int64
 	var wg sync.WaitGroup
