@@ -29,6 +29,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // every gate's books close; the files it writes read back. The margins are
 // orderings, not absolute figures, so a loaded machine passes: the bug
 // only gets worse when the disk is slower than planned.
+//
+// On a busy machine a driver drops much of a heavy step from its own
+// queue (half of the 10× step on a shared 2-core machine): the bug's cache
+// hits, queued behind disk reads, then show as lost more than as refused,
+// and a request never sent never met the gate. So the bug is judged on
+// the cached requests it turned away (refused or lost), and the refusals
+// at 10× as a share of the requests sent. About 16 s: three variants,
+// each a stepped real load of half-second steps.
 func TestDemoEndToEnd(t *testing.T) {
 	var progress []Progress
 	res, err := Run(context.Background(), Config{
@@ -81,9 +89,9 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("step %s: cached goodput: fix %.1f/s, bug %.1f/s: want the fix ahead by 30%% or more",
 				FormatMultiplier(f.Multiplier), f.Cached.Goodput, b.Cached.Goodput)
 		}
-		if !(b.Cached.RefusedPercent >= f.Cached.RefusedPercent+20) {
-			t.Errorf("step %s: cached refusals: bug %.1f%%, fix %.1f%%: want the bug 20 points higher",
-				FormatMultiplier(f.Multiplier), b.Cached.RefusedPercent, f.Cached.RefusedPercent)
+		if !(turnedAway(b.Cached) >= turnedAway(f.Cached)+20) {
+			t.Errorf("step %s: cached requests turned away (refused or lost): bug %.1f%%, fix %.1f%%: want the bug 20 points higher",
+				FormatMultiplier(f.Multiplier), turnedAway(b.Cached), turnedAway(f.Cached))
 		}
 	}
 	for _, r := range []*VariantResult{fix, adaptive} {
@@ -93,9 +101,9 @@ func TestDemoEndToEnd(t *testing.T) {
 					r.Variant, FormatMultiplier(st.Multiplier), st.Cached.Refused)
 			}
 		}
-		if top := r.Steps[len(r.Steps)-1]; top.Uncached.RefusedPercent < 30 {
-			t.Errorf("%s at %s: %.1f%% of uncached requests refused; at ten times the disk's capacity most must be",
-				r.Variant, FormatMultiplier(top.Multiplier), top.Uncached.RefusedPercent)
+		if top := r.Steps[len(r.Steps)-1]; refusedOfSent(top.Uncached) < 30 {
+			t.Errorf("%s at %s: %.1f%% of the uncached requests sent refused; at ten times the disk's capacity most must be",
+				r.Variant, FormatMultiplier(top.Multiplier), refusedOfSent(top.Uncached))
 		}
 	}
 	moved := false
@@ -233,4 +241,23 @@ func TestCanceledRunStopsAndCleansUp(t *testing.T) {
 	if err == nil || !errors.Is(err, context.Canceled) || res != nil {
 		t.Fatalf("Run = %v, %v: want context.Canceled", res, err)
 	}
+}
+
+// refusedOfSent is c's refusals as a share of the requests its driver sent
+// (scheduled less dropped), in percent.
+func refusedOfSent(c Class) float64 {
+	sent := c.Scheduled - c.Dropped
+	if sent <= 0 {
+		return 0
+	}
+	return 100 * float64(c.Refused) / float64(sent)
+}
+
+// turnedAway is the share of c's scheduled requests not served: refused,
+// dropped by the driver or failed, in percent.
+func turnedAway(c Class) float64 {
+	if c.Scheduled == 0 {
+		return 0
+	}
+	return 100 * float64(c.Refused+c.Dropped+c.Errors) / float64(c.Scheduled)
 }
