@@ -55,6 +55,8 @@ func fileHandler(p string, viaReadFrom bool, done chan<- error) http.Handler {
 // about SendTimeout after the socket buffers filled: the handler's write
 // fails (so it can release what it holds), the connection closes, and the
 // close is counted.
+// About 2 s: each case fills real socket buffers with a 64 MiB file before
+// the send timeout can start.
 func TestStalledReaderIsCutAfterSendTimeout(t *testing.T) {
 	p := bigFile(t, 64<<20)
 	for _, viaReadFrom := range []bool{true, false} {

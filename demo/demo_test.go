@@ -231,6 +231,8 @@ func TestConfigRejectsBadValues(t *testing.T) {
 
 // TestCanceledRunStopsAndCleansUp: a canceled context ends the run with
 // its error, and nothing it started keeps running (goleak checks).
+// About 2 s: the capacity probe and a server start before the first
+// progress report cancels the run.
 func TestCanceledRunStopsAndCleansUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	res, err := Run(ctx, Config{

@@ -118,6 +118,8 @@ func TestDecideReportsBucketState(t *testing.T) {
 	}
 }
 
+// Over a second under -race: 20,000 new keys through each of four table
+// sizes.
 func TestKeyTableBounded(t *testing.T) {
 	for _, maxKeys := range []int{1, 100, 5000, 4097} {
 		q := mustNew(t, Config{Rate: 1, Burst: 1, MaxKeys: maxKeys, IdleTimeout: -1})

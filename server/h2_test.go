@@ -170,6 +170,8 @@ func cpuNow() time.Duration {
 // gated handler: afterwards no slot is held or queued, the gate's books
 // balance, and a reset stream cost no more CPU (client and server, one
 // process) than a refused request.
+// About 5 s under -race: ten thousand streams and two thousand refused
+// requests over real sockets.
 func TestRapidResetHoldsNoSlots(t *testing.T) {
 	const streams = 10_000
 	f := start(t, admit.Config{Capacity: 4}, func(c *server.Config) { c.H2C = true })

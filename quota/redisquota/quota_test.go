@@ -296,6 +296,8 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 // TestSlowRedis: a paused Redis costs each caller at most the timeout;
 // after BreakerFailures timeouts the breaker opens and decisions stop
 // waiting; when Redis answers again the breaker closes.
+// Over a second: Redis is paused for 800 ms and the breaker's cooldown is
+// waited out on the real clock.
 func TestSlowRedis(t *testing.T) {
 	srv, c := startRedis(t)
 	q := mustNew(t, Config{Name: "slow", Rate: 1000, Burst: 100, Client: c, Timeout: 30 * time.Millisecond,
