@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/quota"
 )
 
 func TestExactRetryAfterFromRedis(t *testing.T) {
 	_, c := startRedis(t)
-	q := mustNew(t, Config{Name: "api", Rate: 10, Burst: 5, Client: c})
+	q := mustNew(t, Config{Name: "api", Rate: 10, Burst: 5, Client: c, Timeout: loadedTimeout})
 	ctx := context.Background()
 	for i := range 5 {
 		d, err := q.Decide(ctx, "k", 1)
@@ -67,6 +68,16 @@ func hammer(qs []*Quota, key string, d time.Duration) (admitted int64, elapsed t
 // tests are about the shared bucket, not the fallback.
 const loadedTimeout = 2 * time.Second
 
+// offered is how many decisions the quotas were asked for.
+func offered(qs []*Quota) float64 {
+	var n uint64
+	for _, q := range qs {
+		s := q.Stats()
+		n += s.Allowed + s.Limited + s.RefusedFull + s.RefusedStore
+	}
+	return float64(n)
+}
+
 // fallbacks is how many decisions the quotas made without Redis (each
 // may admit outside the shared bucket); normally zero.
 func fallbacks(qs []*Quota) float64 {
@@ -89,8 +100,10 @@ func TestExactSharedByInstances(t *testing.T) {
 	if float64(got) > bound {
 		t.Fatalf("three instances admitted %d in %v, the shared bound is %.0f", got, el, bound)
 	}
-	if float64(got) < 0.5*bound {
-		t.Fatalf("admitted %d in %v: far below the quota %.0f, the instances are not sharing it well", got, el, bound)
+	// The floor is judged against what the quota could admit: the bound,
+	// or fewer when a loaded machine offered fewer decisions than that.
+	if floor := 0.5 * min(bound, offered(qs)); float64(got) < floor {
+		t.Fatalf("admitted %d of %.0f offered in %v: far below the quota %.0f, the instances are not sharing it well", got, offered(qs), el, bound)
 	}
 }
 
@@ -163,8 +176,8 @@ func TestLeaseExpires(t *testing.T) {
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	a := mustNew(t, Config{Name: "ttl", Rate: 0.1, Burst: 10, Mode: Lease, LeaseSize: 5, LeaseTTL: time.Second,
-		Client: newClient(t, srv.Addr()), Now: clock})
-	b := mustNew(t, Config{Name: "ttl", Rate: 0.1, Burst: 10, Client: newClient(t, srv.Addr())})
+		Client: newClient(t, srv.Addr()), Now: clock, Timeout: loadedTimeout})
+	b := mustNew(t, Config{Name: "ttl", Rate: 0.1, Burst: 10, Client: newClient(t, srv.Addr()), Timeout: loadedTimeout})
 	ctx := context.Background()
 	if _, err := a.Decide(ctx, "k", 1); err != nil { // leases 5, spends 1
 		t.Fatal(err)
@@ -228,12 +241,7 @@ func TestFailClosed(t *testing.T) {
 // 100 ms and never hang; restarted, fleet mode resumes by itself.
 func TestRedisKilledAndRestarted(t *testing.T) {
 	srv, c := startRedis(t)
-	// A timeout of 500 ms, not the default 50: before the kill the test
-	// needs every decision on Redis, which a loaded machine's round trips
-	// can miss by tens of milliseconds; the kill itself fails calls at
-	// once (connection refused), so the fallback is still prompt.
-	q := mustNew(t, Config{Name: "crash", Rate: 1000, Burst: 100, Instances: 2, Client: c, BreakerCooldown: 200 * time.Millisecond,
-		Timeout: 500 * time.Millisecond})
+	q := mustNew(t, Config{Name: "crash", Rate: 1000, Burst: 100, Instances: 2, Client: c, BreakerCooldown: 200 * time.Millisecond})
 	ctx := context.Background()
 	var slowest atomic.Int64
 	var fallbackAt atomic.Int64
@@ -260,10 +268,12 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	if q.State().Mode != quota.ModeFleet {
-		t.Fatalf("before the kill: %+v", q.State())
-	}
+	// Before the kill, decisions are on Redis. On a loaded machine a round
+	// trip can miss the 50 ms timeout and open the breaker for its
+	// cooldown; wait for the fleet mode rather than assume it. (A longer
+	// timeout would not do: it also lets go-redis retry its dials after
+	// the kill, and the fallback comes late.)
+	testutil.Eventually(t, "fleet mode before the kill", func() bool { return q.State().Mode == quota.ModeFleet })
 	killedAt.Store(time.Now().UnixNano())
 	srv.Kill()
 	deadline := time.Now().Add(2 * time.Second)
