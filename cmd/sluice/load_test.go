@@ -126,7 +126,7 @@ func TestLoadBadInputExitsTwoWithoutReport(t *testing.T) {
 	}
 }
 
-// About 2.5 s: real sluice load runs whose reports are then checked.
+// Over a second: real sluice load runs whose reports are then checked.
 func TestLoadReportCheckAndExitCodes(t *testing.T) {
 	ign := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ign) }) // after the server closes
@@ -244,7 +244,7 @@ func TestSweepPrintsCliffTable(t *testing.T) {
 	}
 }
 
-// About 2 s: real sluice load runs whose reports are drawn and merged.
+// Over a second: real sluice load runs whose reports are drawn and merged.
 func TestReportTextHTMLAndMerge(t *testing.T) {
 	srv := okServer(t, 5)
 	dir := t.TempDir()

@@ -269,7 +269,7 @@ func startServe(t *testing.T, bin string, args ...string) (addr, admin string) {
 // one quota through a real redis-server. Clients hammer all three with one
 // API key; over the run the total admitted stays within the quota (burst
 // + rate x elapsed, plus 3 leases in lease mode).
-// About 9 s: three sluice serve processes and a redis-server, hammered in
+// 6 to 10 s: three sluice serve processes and a redis-server, hammered in
 // each spending mode.
 func TestServeFleetQuotaThreeProcesses(t *testing.T) {
 	srv := redistest.Start(t)

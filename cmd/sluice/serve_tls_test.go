@@ -99,7 +99,7 @@ func TestServeTLSFlags(t *testing.T) {
 
 // The driver reaches a TLS server with a self-signed certificate only when
 // told to (--insecure), over HTTP/2 and HTTP/1.1 alike.
-// About 2 s: real sluice load runs against a TLS serve process, over HTTP/2
+// Over a second: real sluice load runs against a TLS serve process, over HTTP/2
 // and HTTP/1.1.
 func TestLoadInsecureAgainstTLSServe(t *testing.T) {
 	dir := t.TempDir()
