@@ -35,8 +35,9 @@ type body struct {
 	eof       bool
 	err       error // sticky
 	closed    bool
-	expect    bool // 100 Continue not sent yet
-	onEOF     func()
+	expect    bool          // 100 Continue not sent yet
+	onEOF     func()        // called once, when the body has ended
+	req       *http.Request // its Trailer gets the trailer section; nil: dropped
 }
 
 func newBody(c *conn, onEOF func()) *body {
@@ -155,33 +156,55 @@ func (b *body) readChunked(p []byte) (int, error) {
 }
 
 // readTrailer reads the trailer section after the last chunk: field
-// lines, each valid, ending with an empty line; their values are
-// dropped (the servers declare no use for request trailers).
+// lines, each valid, ending with an empty line. The fields go to the
+// request's Trailer (replacing the declared names' nil values, as
+// net/http merges them), except those that frame or route a message.
 func (b *body) readTrailer() error {
 	total := 0
+	var got http.Header
 	for {
 		line, err := b.c.readLine(maxTrailer - total)
 		if err != nil {
 			return err
 		}
 		if len(line) == 0 {
-			return nil
+			break
 		}
 		total += len(line) + 2
-		if err := parseTrailerField(line); err != nil {
+		name, value, err := parseTrailerField(line)
+		if err != nil {
 			return err
 		}
+		if b.req == nil || !trailerAllowed(name) {
+			continue
+		}
+		if got == nil {
+			got = make(http.Header)
+		}
+		got[name] = append(got[name], value)
 	}
-}
-
-// parseTrailerField checks one trailer line's syntax.
-func parseTrailerField(line []byte) error {
-	var h head
-	h.reset()
-	if err := parseField(line, &h); err != nil {
-		return errBadChunk
+	if len(got) > 0 {
+		if b.req.Trailer == nil {
+			b.req.Trailer = got
+		} else {
+			for k, v := range got {
+				b.req.Trailer[k] = v
+			}
+		}
 	}
 	return nil
+}
+
+// parseTrailerField checks one trailer line's syntax and returns its
+// canonical name and its value (copied: the line's bytes are reused).
+func parseTrailerField(line []byte) (string, string, error) {
+	var h head
+	h.reset()
+	if err := parseField(line, &h); err != nil || len(h.fields) != 1 {
+		return "", "", errBadChunk
+	}
+	f := h.fields[0]
+	return http.CanonicalHeaderKey(string(f.name)), string(f.value), nil
 }
 
 // parseChunkSize parses "1*HEXDIG [ chunk-ext ]". Extensions are

@@ -23,6 +23,7 @@ type view struct {
 	ContentLength                                   int64
 	TransferEncoding                                []string
 	Close                                           bool
+	Trailer                                         http.Header // after the body was read
 }
 
 // echo answers with the JSON view of the request, and records every
@@ -38,7 +39,7 @@ func (e *echo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Unlock()
 	b, err := io.ReadAll(r.Body)
 	v := view{r.Method, r.RequestURI, r.URL.Path, r.URL.RawQuery, r.Host, r.Proto, r.Header, string(b), err != nil,
-		r.ContentLength, r.TransferEncoding, r.Close}
+		r.ContentLength, r.TransferEncoding, r.Close, r.Trailer}
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
 	}
@@ -124,6 +125,9 @@ func TestConformanceMatrixAgainstNetHTTP(t *testing.T) {
 		{name: "chunked, upper case", raw: "POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", engine: []int{200}},
 		{name: "chunk extension", raw: "POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;name=value\r\nhello\r\n0\r\n\r\n", engine: []int{200}},
 		{name: "chunked with a trailer", raw: "POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX-T: 1\r\n\r\n", engine: []int{200}},
+		{name: "declared trailers", raw: "POST /p HTTP/1.1\r\nHost: x\r\nTrailer: x-sum, X-Other\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX-Sum: 7\r\n\r\n", engine: []int{200}},
+		{name: "Trailer without chunking", raw: "POST /p HTTP/1.1\r\nHost: x\r\nTrailer: X-Sum\r\nContent-Length: 2\r\n\r\nhi", engine: []int{200}},
+		{name: "Content-Length declared as a trailer", raw: "POST /p HTTP/1.1\r\nHost: x\r\nTrailer: Content-Length\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", engine: []int{400}},
 		{name: "absolute-form target", raw: "GET http://example.com/abs?q=1 HTTP/1.1\r\nHost: other\r\n\r\n", engine: []int{200}},
 		{name: "asterisk-form OPTIONS", raw: "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", engine: []int{200}},
 		{name: "asterisk-form GET", raw: "GET * HTTP/1.1\r\nHost: x\r\n\r\n", engine: []int{400}, net: []int{200},

@@ -48,6 +48,7 @@ type conn struct {
 
 	werr     error // the first write error; the connection is done
 	peerDone bool  // the client closed its side (seen by the background read)
+	hijacked bool  // a handler took the connection over (Hijack): never touch it again
 	bg       *bgRead
 }
 
@@ -136,6 +137,9 @@ func (c *conn) finish() {
 	if r := recover(); r != nil && r != http.ErrAbortHandler {
 		c.logf("engine: panic serving %v: %v", c.rwc.RemoteAddr(), r)
 	}
+	if c.hijacked {
+		return // closed, and forgotten by the server, by its new owner
+	}
 	c.stopBackgroundRead()
 	if c.werr == nil && len(c.out) > 0 {
 		c.flush()
@@ -173,7 +177,7 @@ func (c *conn) serveOne() bool {
 	c.r += n
 	now := time.Now()
 	keep := c.s.keepAlives() && !c.h.close
-	if f := c.s.cfg.Fast; f != nil && !c.h.hasBody() && !c.h.expect && !c.h.upgrade {
+	if f := c.s.cfg.Fast; f != nil && (c.s.cfg.FastBodies || !c.h.hasBody() && !c.h.expect && !c.h.upgrade) {
 		// The views live in the connection, so the fast path allocates
 		// nothing for them.
 		c.fresp = Response{c: c, now: now, keep: keep}
@@ -186,7 +190,7 @@ func (c *conn) serveOne() bool {
 			panic("engine: a FastHandler wrote an answer and returned false")
 		}
 	}
-	keep = c.serveHandler(now, keep)
+	keep = c.serveHandler(now, keep, c.s.handler)
 	c.reqs++
 	return keep
 }

@@ -47,12 +47,17 @@
 //     request. ConnState is called at net/http's points, so connlimit's
 //     idle and header-timeout counters work unchanged.
 //   - FastHandler, the fast path: asked first for every request without a
-//     body; it either writes a complete answer (status, pre-rendered header
-//     lines, body; the engine adds Date and Connection) or passes. Request
-//     and Response are views into the connection, valid for the call.
-//     Refusals renders a gate's refusal once per gate, reason and
-//     Retry-After with httpgate.AppendRefusal (the bytes WriteRefusal
-//     writes) and keeps it.
+//     body (with Config.FastBodies, for every request); it either writes a
+//     complete answer (status, pre-rendered header lines, body; the engine
+//     adds Date and Connection, and drops a body left unread, or closes
+//     the connection when it is over 256 KiB or the client awaits 100
+//     Continue), hands the request to a handler of its choosing through
+//     the bridge (Response.ServeWith: a decision taken on the fast path,
+//     an admission say, carried into the handler and released when it
+//     returns), or passes. Request and Response are views into the
+//     connection, valid for the call. Refusals renders a gate's refusal
+//     once per gate, reason and Retry-After with httpgate.AppendRefusal
+//     (the bytes WriteRefusal writes) and keeps it.
 //   - the net/http bridge (serveHandler): an *http.Request as net/http
 //     would build it (Host and Transfer-Encoding moved out of Header, the
 //     URL from url.ParseRequestURI), a body reader (Content-Length or
@@ -64,9 +69,16 @@
 //     sniffed Content-Type; Date; no body for HEAD, 1xx, 204, 304;
 //     Connection: close when the connection will close), with
 //     http.Flusher, io.ReaderFrom (sendfile) and ResponseController's
-//     deadlines. Panics are logged and close the connection, as in
-//     net/http. Not supported yet: Hijack (upgrades), request trailers
-//     reaching the handler, EnableFullDuplex.
+//     deadlines. Trailers go both ways as in net/http: a request's
+//     declared trailers are in Request.Trailer and filled when its body
+//     ends (a framing field declared as a trailer is refused, one sent is
+//     dropped); a chunked answer carries the values of the names its
+//     Trailer field declares and of fields named with http.TrailerPrefix
+//     (and an answer that declares trailers is chunked, however short).
+//     http.Hijacker hands the connection over for an upgrade, with the
+//     bytes already read past the request; the engine then forgets it
+//     (ConnState StateHijacked). Panics are logged and close the
+//     connection, as in net/http. Not supported: EnableFullDuplex.
 //   - Server: Serve, Shutdown (stop accepting, close idle connections,
 //     wait for the rest; answers carry Connection: close from then on),
 //     Close and SetKeepAlivesEnabled, as http.Server's, so package server

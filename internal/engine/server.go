@@ -48,6 +48,12 @@ type Config struct {
 	// path. Nil means every request goes to Handler.
 	Fast FastHandler
 
+	// FastBodies makes the engine ask Fast also for requests that carry
+	// a body, expect 100 Continue or ask to upgrade (a proxy decides
+	// those too: a refused POST costs no more than a refused GET).
+	// False: those go to Handler without asking Fast.
+	FastBodies bool
+
 	// ReadHeaderTimeout bounds the time from a request's first byte (or,
 	// for a new connection, from the accept) to the end of its head.
 	// Zero or negative means none.
