@@ -130,6 +130,16 @@
 // and returns the admit.QueuePolicy and the ClassFromHeader middleware, so
 // `sluice serve` and `sluice proxy` cannot give them two meanings.
 //
+// # Quotas without an *http.Request
+//
+// Quota keys and decides on net/http requests. A front end that parses
+// requests itself (sluice's own HTTP/1.1 engine) uses the same rules in
+// their other form: a RequestKey reads the peer's address and the header
+// fields through Fields (which http.Header satisfies), and KeyHeader and
+// KeyClientIP are HeaderKey and ClientIPKey turned into KeyFuncs; a
+// QuotaRule is Quota's decision (tokens spent, RateLimit headers) with
+// nothing of net/http around it, and Quota is written on it.
+//
 // # Costs
 //
 // Per request, Lazy allocates one holder (which embeds the ResponseWriter
