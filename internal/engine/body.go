@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,11 @@ const (
 // 100 Continue before the first read when the client expects it, and
 // starts the background read once the body ends.
 type body struct {
+	// mu serialises reads with the end of the handler: a reader the
+	// handler left behind (a goroutine still copying the body) cannot
+	// touch the connection once the engine has moved on.
+	mu        sync.Mutex
+	ended     bool // the handler returned: reads fail
 	c         *conn
 	chunked   bool
 	remaining int64 // bytes left: of the body (fixed) or of the current chunk
@@ -52,7 +58,9 @@ func newBody(c *conn, onEOF func()) *body {
 }
 
 func (b *body) Read(p []byte) (int, error) {
-	if b.closed {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.ended {
 		return 0, errBodyClosed
 	}
 	if b.err != nil {
@@ -97,8 +105,19 @@ func (b *body) Read(p []byte) (int, error) {
 // Close marks the body closed; what is unread stays on the connection
 // (the engine drains or closes it after the answer).
 func (b *body) Close() error {
+	b.mu.Lock()
 	b.closed = true
+	b.mu.Unlock()
 	return nil
+}
+
+// end marks the handler returned (waiting for a read in progress on
+// another goroutine) and reports whether the body was read to its end.
+func (b *body) end() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = true
+	return b.eof
 }
 
 func (b *body) readFixed(p []byte) (int, error) {
@@ -312,15 +331,17 @@ func (c *conn) renewBodyDeadline() {
 // drain reads and drops what is left of a body, up to limit bytes. It
 // reports whether the body ended.
 func (b *body) drain(limit int64) bool {
-	if b.eof {
-		return true
-	}
-	if b.err != nil {
-		return false
+	b.mu.Lock()
+	if b.eof || b.err != nil {
+		b.mu.Unlock()
+		return b.eof
 	}
 	closed := b.closed
 	b.closed = false
+	b.mu.Unlock()
 	_, err := io.CopyN(io.Discard, b, limit+1)
+	b.mu.Lock()
 	b.closed = closed
+	b.mu.Unlock()
 	return err == io.EOF
 }

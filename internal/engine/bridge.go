@@ -81,6 +81,9 @@ func (c *conn) serveHandler(now time.Time, keep bool, h http.Handler) bool {
 		return false
 	}
 	w.finish()
+	if b != nil {
+		b.end() // a reader the handler left behind stops here
+	}
 	if c.handlerWriteDL {
 		c.flush() // the answer's tail under the handler's deadline
 	}

@@ -238,3 +238,37 @@ func TestRequestTrailers(t *testing.T) {
 		t.Fatalf("trailer %v", tr)
 	}
 }
+
+// A handler that leaves a goroutine reading its body behind: once the
+// handler returns, that reader gets ErrBodyReadAfterClose and never
+// touches the connection again, which carries the next request.
+func TestBodyReaderLeftBehind(t *testing.T) {
+	leaked := make(chan error, 1)
+	_, addr := serveEngine(t, Config{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/leak" {
+			io.WriteString(w, "next")
+			return
+		}
+		go func() {
+			buf := make([]byte, 1)
+			for {
+				if _, err := r.Body.Read(buf); err != nil {
+					leaked <- err
+					return
+				}
+			}
+		}()
+		io.WriteString(w, "left")
+	})})
+	raw := rawExchange(t, addr, "POST /leak HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nabcdefGET /n HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	rs := readResponses(t, raw, "POST", "GET")
+	if len(rs) != 2 || rs[1].StatusCode != 200 {
+		t.Fatalf("%q", raw)
+	}
+	if b, _ := io.ReadAll(rs[1].Body); string(b) != "next" {
+		t.Fatalf("second answer %q", b)
+	}
+	if err := <-leaked; err != io.EOF && err != http.ErrBodyReadAfterClose {
+		t.Fatalf("the reader left behind got %v", err)
+	}
+}
