@@ -61,8 +61,8 @@ func ParseDiscipline(s string) (Discipline, error) {
 
 // Class is the criticality of a request, with the names the Google SRE
 // book uses. Under pressure a gate serves higher classes first and sheds
-// lower ones (ReasonShed); see Config.ClassShares for guaranteed minimum
-// shares and Config.ClassAging for how queued age counts.
+// lower ones (ReasonShed); see Queueing.ClassShares for guaranteed minimum
+// shares and Queueing.ClassAging for how queued age counts.
 //
 // The zero Class is ClassCritical, the default for requests that say
 // nothing: sheddable work has to be marked as such, so a caller that

@@ -247,7 +247,7 @@ func classCase(rt *rapid.T) {
 	}
 	maxWaiters := rapid.IntRange(1, 6).Draw(rt, "maxWaiters")
 	g, err := admit.New(admit.Config{Capacity: capacity, MaxWaiters: maxWaiters, MaxWait: -1,
-		Discipline: d, ClassShares: shares, ClassAging: -1, NoTiming: true})
+		NoTiming: true, Queueing: admit.Queueing{Discipline: d, ClassShares: shares, ClassAging: -1}})
 	if err != nil {
 		rt.Fatal(err)
 	}

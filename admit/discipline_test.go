@@ -56,7 +56,7 @@ func equalInts(a, b []int) bool {
 
 func TestLIFOServesNewestFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, Discipline: admit.DisciplineLIFO})
+		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, Queueing: admit.Queueing{Discipline: admit.DisciplineLIFO}})
 		held, _ := g.TryAcquire()
 		out := make(chan result, 8)
 		for id := 1; id <= 4; id++ {
@@ -74,7 +74,7 @@ func TestLIFOServesNewestFirst(t *testing.T) {
 // newcomers get the short target and the newest is served first.
 func TestCoDelShortensWaitsOnceTheQueueStands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, Discipline: admit.DisciplineCoDel})
+		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, Queueing: admit.Queueing{Discipline: admit.DisciplineCoDel}})
 		held, _ := g.TryAcquire()
 		out := make(chan result, 8)
 		start := time.Now()
@@ -250,7 +250,7 @@ func TestHigherClassesAreServedFirst(t *testing.T) {
 	for _, d := range []admit.Discipline{admit.DisciplineFIFO, admit.DisciplineLIFO, admit.DisciplineCoDel} {
 		t.Run(d.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, Discipline: d, ClassAging: -1})
+				g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, Queueing: admit.Queueing{Discipline: d, ClassAging: -1}})
 				held, _ := g.TryAcquire()
 				out := make(chan result, 8)
 				queueOne(context.Background(), g, 1, admit.Request{Class: admit.ClassSheddable}, out)
@@ -321,8 +321,12 @@ func TestFullQueueShedsTheLowestClass(t *testing.T) {
 
 func TestClassShareIsServedBeforeHigherClasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGate(t, admit.Config{Capacity: 4, MaxWaiters: 8, MaxWait: time.Second, ClassAging: -1,
-			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.25}})
+		g := mustGate(t, admit.Config{
+			Capacity:   4,
+			MaxWaiters: 8,
+			MaxWait:    time.Second,
+			Queueing:   admit.Queueing{ClassAging: -1, ClassShares: admit.ClassShares{admit.ClassSheddable: 0.25}},
+		})
 		var held [4]admit.Permit
 		for i := range held {
 			held[i], _ = g.TryAcquire()
@@ -365,8 +369,12 @@ func TestClassShareIsServedBeforeHigherClasses(t *testing.T) {
 
 func TestShareProtectsFromShedding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGate(t, admit.Config{Capacity: 2, MaxWaiters: 1, MaxWait: time.Second,
-			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.5}})
+		g := mustGate(t, admit.Config{
+			Capacity:   2,
+			MaxWaiters: 1,
+			MaxWait:    time.Second,
+			Queueing:   admit.Queueing{ClassShares: admit.ClassShares{admit.ClassSheddable: 0.5}},
+		})
 		held, _ := g.TryAcquire()
 		held2, _ := g.TryAcquire()
 		out := make(chan result, 4)
@@ -384,7 +392,7 @@ func TestShareProtectsFromShedding(t *testing.T) {
 
 func TestQueuedAgeBeatsClass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, ClassAging: 50 * time.Millisecond})
+		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, Queueing: admit.Queueing{ClassAging: 50 * time.Millisecond}})
 		held, _ := g.TryAcquire()
 		out := make(chan result, 8)
 		queueOne(context.Background(), g, 1, admit.Request{Class: admit.ClassSheddable}, out)
@@ -408,7 +416,7 @@ func TestQueuedAgeBeatsClass(t *testing.T) {
 
 func TestOldestWaitIsReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, Discipline: admit.DisciplineLIFO})
+		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second, Queueing: admit.Queueing{Discipline: admit.DisciplineLIFO}})
 		if g.OldestWait() != 0 {
 			t.Fatal("empty queue has an age")
 		}
@@ -471,15 +479,15 @@ func TestClassAndDisciplineParsing(t *testing.T) {
 	if _, err := admit.ParseDiscipline("random"); !errors.Is(err, admit.ErrInvalidConfig) {
 		t.Errorf("ParseDiscipline(random) = %v", err)
 	}
-	for _, cfg := range []admit.Config{
+	for _, q := range []admit.Queueing{
 		{Discipline: 9},
 		{CoDelTarget: -1},
 		{CoDelTarget: time.Second, CoDelInterval: time.Millisecond},
 		{ClassShares: admit.ClassShares{0.6, 0.6}},
 		{ClassShares: admit.ClassShares{-0.1}},
 	} {
-		if _, err := admit.New(cfg); !errors.Is(err, admit.ErrInvalidConfig) {
-			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		if _, err := admit.New(admit.Config{Queueing: q}); !errors.Is(err, admit.ErrInvalidConfig) {
+			t.Errorf("New with %+v = %v, want ErrInvalidConfig", q, err)
 		}
 	}
 	g := mustGate(t, admit.Config{})
@@ -503,10 +511,10 @@ func FuzzParseClass(f *testing.F) {
 	})
 }
 
-func TestSetQueuePolicyAndContextClass(t *testing.T) {
+func TestSetQueueingAndContextClass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := mustGate(t, admit.Config{Capacity: 1, MaxWaiters: 8, MaxWait: time.Second})
-		if err := g.SetQueuePolicy(admit.QueuePolicy{ClassShares: admit.ClassShares{0.9, 0.9}}); !errors.Is(err, admit.ErrInvalidConfig) {
+		if err := g.SetQueueing(admit.Queueing{ClassShares: admit.ClassShares{0.9, 0.9}}); !errors.Is(err, admit.ErrInvalidConfig) {
 			t.Fatalf("shares summing to 1.8: %v", err)
 		}
 		if g.Discipline() != admit.DisciplineFIFO {
@@ -517,7 +525,7 @@ func TestSetQueuePolicyAndContextClass(t *testing.T) {
 		shed := admit.WithClass(context.Background(), admit.ClassSheddable)
 		// Without ContextClass the context's class is ignored: FIFO.
 		queueOne(shed, g, 1, admit.Request{}, out)
-		if err := g.SetQueuePolicy(admit.QueuePolicy{Discipline: admit.DisciplineLIFO, ContextClass: true, ClassAging: -1}); err != nil {
+		if err := g.SetQueueing(admit.Queueing{Discipline: admit.DisciplineLIFO, ContextClass: true, ClassAging: -1}); err != nil {
 			t.Fatal(err)
 		}
 		queueOne(shed, g, 2, admit.Request{}, out)

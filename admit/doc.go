@@ -26,6 +26,34 @@
 // net/http handlers, and package promsluice exports a gate's Stats to
 // Prometheus.
 //
+// # Vocabulary
+//
+// These words mean one thing each, here and in every sluice package, its
+// metrics, messages and docs:
+//
+//   - Gate, slot, permit: a gate guards one scarce resource with slots; a
+//     Permit is the proof that a slot is held.
+//   - Offered, admitted, rejected, completed: every attempt that reaches
+//     a gate is offered; it is admitted (it got its slots), rejected
+//     (always with a Reason), or still waiting; admitted work completes,
+//     with an Outcome. Rejected is the counted outcome wherever something
+//     is counted: Stats.Rejected, sluice_*_rejected_total, and the same
+//     for quotas, breakers and pools, which reject with the same reasons.
+//   - Refuse, refusal: the act, and the answer that carries a rejection
+//     to its caller: a gate refuses an attempt (the attempt is counted
+//     rejected) with a RejectedError, which the HTTP edge turns into a 503
+//     or 429 and gRPC into RESOURCE_EXHAUSTED. A load driver counts the
+//     refusals it receives.
+//   - Policy: a resilience policy, a mechanism that decides about calls
+//     (retry.Policy, a retry policy). Nothing else is called one: how a
+//     queue is ordered and shed is its Queueing (and Discipline); what a
+//     full pool, quota key table or stream buffer does with one more
+//     arrival is its WhenFull; a quota's name, rate and burst as clients
+//     see them are its Shape.
+//   - Lease: a fleet quota's lease mode only (tokens taken from Redis in
+//     batches). A fleet slot, like a gate's, is held by a permit
+//     (redisquota.SlotPermit).
+//
 // # Where to put a gate
 //
 // At the point of cost, and nowhere else. A gate that guards disk reads
@@ -62,9 +90,9 @@
 //   - Stats: an atomic snapshot of every counter; Observer: a hook per
 //     decision and per completion (GrantObserver: a cheaper one for
 //     grants, for an observer that needs only the slots in use).
-//   - Queue disciplines (Config.Discipline): FIFO (the zero value), LIFO
+//   - Queue disciplines (Config.Queueing): FIFO (the zero value), LIFO
 //     and CoDel-style controlled delay; priority classes (Request.Class,
-//     Config.ClassShares, Config.ClassAging); deadline-aware admission;
+//     Queueing.ClassShares, Queueing.ClassAging); deadline-aware admission;
 //     and the oldest waiter's age (Gate.OldestWait, Stats.OldestWait).
 //     See "Queues under pressure" below.
 //

@@ -26,7 +26,8 @@ var ErrInvalidConfig = errors.New("admit: invalid config")
 // touches nothing and is not counted as offered.
 var ErrInvalidRequest = errors.New("admit: invalid request")
 
-// Reason says why a gate refused. The zero Reason means "not refused".
+// Reason says why an attempt was rejected. The zero Reason means "not
+// rejected".
 // Reasons are a closed set so they can be metric labels.
 type Reason uint8
 

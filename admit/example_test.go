@@ -137,8 +137,7 @@ func ExampleRejectedError() {
 func ExampleClassShares() {
 	g, err := admit.New(admit.Config{
 		Name: "search", Capacity: 10, MaxWaiters: 50, MaxWait: 200 * time.Millisecond,
-		Discipline:  admit.DisciplineCoDel,
-		ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1},
+		Queueing: admit.Queueing{Discipline: admit.DisciplineCoDel, ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}},
 	})
 	if err != nil {
 		panic(err)

@@ -71,11 +71,12 @@ func doneField(s uint64) uint64 { return s >> doneShift & doneMask }
 //	SampleEvery    every permit with an Observer, else   error
 //	               DefaultSampleEvery (8)
 //	MaxRetryAfter  DefaultMaxRetryAfter (30s)            error
-//	Discipline     DisciplineFIFO                        -
-//	CoDelTarget    DefaultCoDelTarget (5ms)              error
-//	CoDelInterval  DefaultCoDelInterval (100ms)          error
-//	ClassShares    no guaranteed shares                  error
-//	ClassAging     MaxWait/2 (500ms without a MaxWait)   queued age never counts
+//	Queueing       FIFO, no class shares                 see Queueing's fields:
+//	 .Discipline   DisciplineFIFO                        -
+//	 .CoDelTarget  DefaultCoDelTarget (5ms)              error
+//	 .CoDelInterval DefaultCoDelInterval (100ms)         error
+//	 .ClassShares  no guaranteed shares                  error
+//	 .ClassAging   MaxWait/2 (500ms without a MaxWait)   queued age never counts
 //	NoDeadlineCheck deadline-aware admission on          -
 type Config struct {
 	// Name is the gate's label in errors and metrics ("disk", "upstream").
@@ -133,36 +134,11 @@ type Config struct {
 	// DefaultMaxRetryAfter; negative is an error.
 	MaxRetryAfter time.Duration
 
-	// Discipline is the order the queue is served in (within a class; see
-	// Class): FIFO (the zero value), LIFO or CoDel. It matters only with a
-	// queue.
-	Discipline Discipline
-
-	// CoDelTarget and CoDelInterval tune DisciplineCoDel: once the queue
-	// has not been empty for CoDelInterval, a newcomer waits at most
-	// CoDelTarget (and MaxWait), else at most CoDelInterval (and MaxWait).
-	// Zero means DefaultCoDelTarget and DefaultCoDelInterval; negative is
-	// an error, and so is a target above the interval.
-	CoDelTarget, CoDelInterval time.Duration
-
-	// ClassShares guarantees classes a minimum share of the capacity (see
-	// ClassShares). The zero value guarantees nothing.
-	ClassShares ClassShares
-
-	// ClassAging is how long a queued caller waits before its class stops
-	// mattering: when the queue holds more than one class, a waiter queued
-	// for ClassAging is served as if it were critical_plus, so a steady
-	// stream of higher classes cannot overtake old work for ever. Zero
-	// means MaxWait/2 (500ms when MaxWait is negative); negative means
-	// queued age never counts.
-	ClassAging time.Duration
-
-	// ContextClass makes AcquireFor take the class from the caller's
-	// context (see WithClass) when the Request leaves it zero: for gates
-	// entered deep inside code that does not know about classes, such as
-	// a file server's disk reads, while a middleware read the class from
-	// the request. Off by default, as it costs a context lookup.
-	ContextClass bool
+	// Queueing is how the queue orders and sheds its waiters: the
+	// discipline, CoDel's tuning, priority-class shares and aging, and
+	// where a class comes from. The zero value is FIFO with no shares.
+	// SetQueueing changes it on a running gate.
+	Queueing
 
 	// NoDeadlineCheck turns off deadline-aware admission: by default, when
 	// the gate measures hold times, AcquireFor refuses at once (ReasonDeadline)
@@ -313,7 +289,7 @@ func New(cfg Config) (*Gate, error) {
 		foldAt:        defaultFold,
 	}
 	if isNil(g.obs) {
-		g.obs = nil // a typed nil (*promsluice.GateMetrics)(nil) observes nothing
+		g.obs = nil // a typed nil (*promsluice.Metrics)(nil) observes nothing
 	}
 	g.grantObs, _ = g.obs.(GrantObserver)
 	if g.name == "" {
@@ -691,9 +667,9 @@ func (g *Gate) tryTake(k Kind, n int64, cl Class, pastQueue bool) (uint64, bool)
 }
 
 // decideNow decides a request that may not wait: it takes the slots if
-// they are free and nobody is queued ahead, else it counts a refusal. The
+// they are free and nobody is queued ahead, else it counts a rejection. The
 // look at the slots and the count are one step as Stats sees it, so no
-// snapshot can show the slots free and the refusal not yet counted.
+// snapshot can show the slots free and the rejection not yet counted.
 func (g *Gate) decideNow(k Kind, n int64, cl Class) (flags uint64, r Reason) {
 	fast := k == 0 && n == 1 && cl == 0
 	if fast {
@@ -812,7 +788,7 @@ func (g *Gate) updateFastLimit() {
 	g.limitMu.Unlock()
 }
 
-// refuse counts a refusal of a caller that never queued and returns its
+// refuse counts the rejection of a caller that never queued and returns its
 // error. Even a one-counter step goes under acct: only the fast path's
 // single operation on the state word may run while Stats reads, so that
 // a snapshot never shows a refusal without the admission that caused it.
@@ -824,7 +800,7 @@ func (g *Gate) refuse(k Kind, n int64, cl Class, r Reason) *RejectedError {
 	return g.rejection(k, n, r, 0)
 }
 
-// rejection builds (or reuses) the error for a refusal already counted.
+// rejection builds (or reuses) the refusal for a rejection already counted.
 func (g *Gate) rejection(k Kind, n int64, r Reason, wait time.Duration) *RejectedError {
 	kc := &g.perKind[k]
 	used, c := g.InUse(), g.setCap.Load()

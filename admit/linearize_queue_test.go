@@ -970,15 +970,14 @@ func lqConfigFor(seed uint64) lqConfig {
 		kinds[k] = string(rune('a' + k))
 	}
 	cfg := admit.Config{
-		Capacity:        1 + rng.Int64N(3),
-		Kinds:           kinds,
-		MaxWaiters:      1 + rng.IntN(3),
-		MaxWait:         -1, // only cancellation ends a wait (CoDel sets its own limit)
-		MaxOvertakes:    -1, // strict order
-		ClassAging:      -1, // queued age never counts
+		Capacity:     1 + rng.Int64N(3),
+		Kinds:        kinds,
+		MaxWaiters:   1 + rng.IntN(3),
+		MaxWait:      -1, // only cancellation ends a wait (CoDel sets its own limit)
+		MaxOvertakes: -1, // strict order
+		// queued age never counts
 		NoDeadlineCheck: true,
-		CoDelTarget:     time.Millisecond,
-		CoDelInterval:   2 * time.Millisecond,
+		Queueing:        admit.Queueing{ClassAging: -1, CoDelTarget: time.Millisecond, CoDelInterval: 2 * time.Millisecond},
 	}
 	switch rng.IntN(4) {
 	case 0:

@@ -6,39 +6,59 @@ import (
 	"time"
 )
 
-// QueuePolicy is how a gate orders and sheds its queue: the Config
-// fields of the same names, which Gate.SetQueuePolicy can change on a
-// gate built elsewhere (a file server's disk gate, say). The zero
-// QueuePolicy is FIFO with no shares, the default aging, and classes
-// taken only from the Request.
-type QueuePolicy struct {
-	Discipline                 Discipline
+// Queueing is how a gate orders and sheds its queue. It is part of
+// Config, and Gate.SetQueueing changes it on a gate built elsewhere (a
+// file server's disk gate, say). The zero Queueing is FIFO with no shares,
+// the default aging, and classes taken only from the Request. Only a gate
+// with a queue (Config.MaxWaiters) has anything to order.
+type Queueing struct {
+	// Discipline is the order the queue is served in (within a class; see
+	// Class): FIFO (the zero value), LIFO or CoDel.
+	Discipline Discipline
+
+	// CoDelTarget and CoDelInterval tune DisciplineCoDel: once the queue
+	// has not been empty for CoDelInterval, a newcomer waits at most
+	// CoDelTarget (and MaxWait), else at most CoDelInterval (and MaxWait).
+	// Zero means DefaultCoDelTarget and DefaultCoDelInterval; negative is
+	// an error, and so is a target above the interval.
 	CoDelTarget, CoDelInterval time.Duration
-	ClassShares                ClassShares
-	ClassAging                 time.Duration
-	ContextClass               bool
+
+	// ClassShares guarantees classes a minimum share of the capacity (see
+	// ClassShares). The zero value guarantees nothing.
+	ClassShares ClassShares
+
+	// ClassAging is how long a queued caller waits before its class stops
+	// mattering: when the queue holds more than one class, a waiter queued
+	// for ClassAging is served as if it were critical_plus, so a steady
+	// stream of higher classes cannot overtake old work for ever. Zero
+	// means MaxWait/2 (500ms when MaxWait is negative); negative means
+	// queued age never counts.
+	ClassAging time.Duration
+
+	// ContextClass makes AcquireFor take the class from the caller's
+	// context (see WithClass) when the Request leaves it zero: for gates
+	// entered deep inside code that does not know about classes, such as
+	// a file server's disk reads, while a middleware read the class from
+	// the request. Off by default, as it costs a context lookup.
+	ContextClass bool
 }
 
 // configureQueue checks and applies the queue's discipline, classes and
 // deadline settings. It runs after MaxWait got its default.
 func (g *Gate) configureQueue(cfg Config) error {
 	g.deadlineCheck = !cfg.NoDeadlineCheck && g.timed
-	return g.SetQueuePolicy(QueuePolicy{
-		Discipline: cfg.Discipline, CoDelTarget: cfg.CoDelTarget, CoDelInterval: cfg.CoDelInterval,
-		ClassShares: cfg.ClassShares, ClassAging: cfg.ClassAging, ContextClass: cfg.ContextClass,
-	})
+	return g.SetQueueing(cfg.Queueing)
 }
 
-// SetQueuePolicy changes the queue's discipline, class shares, aging and
-// class source, with the meaning and defaults of the Config fields of the
-// same names. Waiters already queued are served by the new policy from
-// the next grant on. It returns an error wrapping ErrInvalidConfig, and
-// changes nothing, for an invalid policy.
-func (g *Gate) SetQueuePolicy(p QueuePolicy) error {
-	if p.Discipline >= numDisciplines {
-		return fmt.Errorf("%w: gate %q: unknown queue discipline %d", ErrInvalidConfig, g.name, p.Discipline)
+// SetQueueing changes the queue's discipline, class shares, aging and
+// class source (see Queueing). Waiters already queued are served by the
+// new rules from the next grant on. It returns an error wrapping
+// ErrInvalidConfig, and changes nothing, for invalid rules.
+func (g *Gate) SetQueueing(q Queueing) error {
+	if q.Discipline >= numDisciplines {
+		return fmt.Errorf("%w: gate %q: unknown queue discipline %d", ErrInvalidConfig, g.name, q.Discipline)
 	}
-	target, interval := p.CoDelTarget, p.CoDelInterval
+	target, interval := q.CoDelTarget, q.CoDelInterval
 	if target == 0 {
 		target = DefaultCoDelTarget
 	}
@@ -51,10 +71,10 @@ func (g *Gate) SetQueuePolicy(p QueuePolicy) error {
 	case target > interval:
 		return fmt.Errorf("%w: gate %q: CoDel target %v above its interval %v", ErrInvalidConfig, g.name, target, interval)
 	}
-	if err := p.ClassShares.validate(); err != nil {
+	if err := q.ClassShares.validate(); err != nil {
 		return fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, g.name, err)
 	}
-	aging := p.ClassAging
+	aging := q.ClassAging
 	switch {
 	case aging < 0:
 		aging = -1
@@ -65,16 +85,16 @@ func (g *Gate) SetQueuePolicy(p QueuePolicy) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.discipline = p.Discipline
-	g.disciplineNow.Store(uint32(p.Discipline))
+	g.discipline = q.Discipline
+	g.disciplineNow.Store(uint32(q.Discipline))
 	g.codelTarget, g.codelInterval = target, interval
-	g.shares = p.ClassShares
+	g.shares = q.ClassShares
 	g.hasShares = false
 	for _, f := range g.shares {
 		g.hasShares = g.hasShares || f > 0
 	}
 	g.aging = aging
-	g.contextClass.Store(p.ContextClass)
+	g.contextClass.Store(q.ContextClass)
 	g.grantLocked()
 	return nil
 }
@@ -237,13 +257,7 @@ func (g *Gate) grantOrdered() {
 	aging := g.aging >= 0 && classes > 1
 	g.round++
 	var blocked *waiter
-	for {
-		if int64(g.state.Load()&usedMask) >= c {
-			return
-		}
-		if blocked != nil && blocked.overtaken >= g.maxOvertakes {
-			return
-		}
+	for g.mayGrant(c, blocked) {
 		var deficit [numClasses]bool
 		if g.hasShares {
 			used := g.classUsed()
@@ -279,30 +293,9 @@ func (g *Gate) grantOrdered() {
 		if g.expire(w, now) {
 			continue
 		}
-		g.acct.RLock()
-		used, ok := g.take(w.n, true)
-		if ok {
-			g.slowUsed.Add(w.n)
-			if w.class != 0 {
-				g.perClass[w.class].used.Add(w.n)
-			}
-		}
-		g.acct.RUnlock()
-		if ok {
-			g.unlink(w)
-			w.state = waiterGranted
-			if used > g.peak.Load() {
-				g.raisePeak(used)
-			}
-			if blocked != nil {
-				blocked.overtaken++
-			}
-			w.ready <- struct{}{}
-		} else if blocked == nil {
-			blocked = w
-			if g.maxOvertakes < 0 {
-				return
-			}
+		var stop bool
+		if blocked, stop = g.handOver(w, blocked); stop {
+			return
 		}
 	}
 }
@@ -333,7 +326,7 @@ func (g *Gate) Discipline() Discipline { return Discipline(g.disciplineNow.Load(
 type classKey struct{}
 
 // WithClass returns a context that carries class c, for gates configured
-// with ContextClass (see Config.ContextClass).
+// with ContextClass (see Queueing.ContextClass).
 func WithClass(ctx context.Context, c Class) context.Context {
 	return context.WithValue(ctx, classKey{}, c)
 }

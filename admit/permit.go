@@ -1,9 +1,6 @@
 package admit
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // A Permit is the proof that a slot (or n slots, for weighted work) is
 // held. End it with Done exactly once, on every path: success, error,
@@ -29,13 +26,13 @@ import (
 // still hold slots, the check cannot tell the copy from them: that is why
 // copies must not happen at all.
 //
-// Done is not safe for concurrent use on the same Permit unless the
-// permit was guarded (Guard): the goroutine that owns the work ends it.
+// Done is not safe for concurrent use on the same Permit: the goroutine
+// that owns the work ends it. (Package httpgate, whose permits a handler
+// and the request's holder may both end, wraps each in its own lock.)
 type Permit struct {
 	ref   gateRef
-	start int64       // sampled start, nanoseconds since g.epoch + 1; 0 when not timed
-	meta  uint64      // weight (low 32 bits), kind (bits 32-47), flags above
-	guard *sync.Mutex // when not nil, every method takes it
+	start int64  // sampled start, nanoseconds since g.epoch + 1; 0 when not timed
+	meta  uint64 // weight (low 32 bits), kind (bits 32-47), flags above
 }
 
 // Four fields at most: the compiler keeps a struct of up to four fields in
@@ -63,7 +60,7 @@ func (p *Permit) ended() bool   { return p.meta&metaDone != 0 }
 func (p *Permit) Done(o Outcome) {
 	// The common case, a fast untimed permit ended ok on a gate without an
 	// observer, is small enough to inline: one call, one CAS.
-	if p.guard == nil && p.meta == metaFast|metaPlain|1 && o == OutcomeOK { // guard first: it never changes once shared
+	if p.meta == metaFast|metaPlain|1 && o == OutcomeOK {
 		p.meta |= metaDone
 		p.ref.g.releaseFastOK()
 		return
@@ -73,18 +70,12 @@ func (p *Permit) Done(o Outcome) {
 
 // done is Done for everything but the common case.
 func (p *Permit) done(o Outcome) {
-	if p.guard != nil {
-		p.guard.Lock()
-		defer p.guard.Unlock()
-	}
 	g := p.ref.g
 	if g == nil {
 		return
 	}
 	if p.meta&metaDone != 0 {
-		if p.guard == nil { // a shared permit is expected to be ended by each owner
-			g.countMisuse()
-		}
+		g.countMisuse()
 		return
 	}
 	p.meta |= metaDone
@@ -115,21 +106,8 @@ func (p *Permit) release(o Outcome) {
 	}
 }
 
-// Guard makes the permit safe to end from more than one goroutine: Done,
-// Held, Weight and Kind take mu first, so the first Done releases and any
-// later one is a no-op. It is not counted as misuse: a guarded permit has
-// several owners, each of which may end it. A request holder that hands a permit to a
-// handler and ends it itself when the handler returns uses it (package
-// httpgate does). Call Guard before sharing the permit; mu must not be
-// held by the caller of Done.
-func (p *Permit) Guard(mu *sync.Mutex) { p.guard = mu }
-
 // Held reports whether the permit holds slots that Done has not released.
 func (p *Permit) Held() bool {
-	if p.guard != nil {
-		p.guard.Lock()
-		defer p.guard.Unlock()
-	}
 	return p.ref.g != nil && !p.ended()
 }
 
@@ -138,10 +116,6 @@ func (p *Permit) Gate() *Gate { return p.ref.g }
 
 // Kind returns the permit's kind label ("" for an empty permit).
 func (p *Permit) Kind() string {
-	if p.guard != nil {
-		p.guard.Lock()
-		defer p.guard.Unlock()
-	}
 	if p.ref.g == nil {
 		return ""
 	}
@@ -151,10 +125,6 @@ func (p *Permit) Kind() string {
 // Weight returns the number of slots the permit holds or held (0 for an
 // empty one).
 func (p *Permit) Weight() int64 {
-	if p.guard != nil {
-		p.guard.Lock()
-		defer p.guard.Unlock()
-	}
 	return p.weight()
 }
 

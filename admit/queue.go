@@ -178,7 +178,7 @@ func (g *Gate) wait(ctx context.Context, k Kind, n int64, cl Class) (Permit, err
 	return Permit{}, g.rejection(k, n, reason, waited)
 }
 
-// unwait counts a waiter's refusal: it stops waiting and is rejected, in
+// unwait counts a waiter's rejection: it stops waiting and is rejected, in
 // one step as Stats sees it.
 func (g *Gate) unwait(kc *kindCounters, cc *classCounters, r Reason) {
 	g.acct.RLock()
@@ -213,10 +213,7 @@ func (g *Gate) grantLocked() {
 	var now int64
 	for w := g.head; w != nil; {
 		next := w.next
-		if int64(g.state.Load()&usedMask) >= c {
-			return // nothing left to give
-		}
-		if blocked != nil && blocked.overtaken >= g.maxOvertakes {
+		if !g.mayGrant(c, blocked) {
 			return
 		}
 		if w.deadline != 0 {
@@ -228,30 +225,58 @@ func (g *Gate) grantLocked() {
 				continue
 			}
 		}
-		g.acct.RLock()
-		used, ok := g.take(w.n, true)
-		if ok {
-			g.slowUsed.Add(w.n)
-		}
-		g.acct.RUnlock()
-		if ok {
-			g.unlink(w)
-			w.state = waiterGranted
-			if used > g.peak.Load() {
-				g.raisePeak(used)
-			}
-			if blocked != nil {
-				blocked.overtaken++
-			}
-			w.ready <- struct{}{}
-		} else if blocked == nil {
-			blocked = w
-			if g.maxOvertakes < 0 {
-				return
-			}
+		var stop bool
+		if blocked, stop = g.handOver(w, blocked); stop {
+			return
 		}
 		w = next
 	}
+}
+
+// mayGrant reports whether a grant pass may go on: a slot is free under
+// capacity c, and the blocked waiter (the first in service order that did
+// not fit, if any) has not been overtaken its MaxOvertakes times yet.
+// Called with mu held.
+func (g *Gate) mayGrant(c int64, blocked *waiter) bool {
+	if int64(g.state.Load()&usedMask) >= c {
+		return false // nothing left to give
+	}
+	return blocked == nil || blocked.overtaken < g.maxOvertakes
+}
+
+// handOver grants w its slots if they are free: w leaves the queue, is
+// woken, and the blocked waiter (if any) counts one more overtaking. If
+// they are not, w becomes the blocked waiter unless there is one already.
+// It returns the blocked waiter, and whether the pass must stop there
+// (strict order, MaxOvertakes negative, stops at the first waiter that
+// does not fit). Both grant passes, arrival order and service order, hand
+// slots over here. Called with mu held.
+func (g *Gate) handOver(w, blocked *waiter) (*waiter, bool) {
+	g.acct.RLock()
+	used, ok := g.take(w.n, true)
+	if ok {
+		g.slowUsed.Add(w.n)
+		if w.class != 0 {
+			g.perClass[w.class].used.Add(w.n)
+		}
+	}
+	g.acct.RUnlock()
+	if !ok {
+		if blocked == nil {
+			return w, g.maxOvertakes < 0
+		}
+		return blocked, false
+	}
+	g.unlink(w)
+	w.state = waiterGranted
+	if used > g.peak.Load() {
+		g.raisePeak(used)
+	}
+	if blocked != nil {
+		blocked.overtaken++
+	}
+	w.ready <- struct{}{}
+	return blocked, false
 }
 
 func (g *Gate) link(w *waiter) {

@@ -53,7 +53,7 @@ func FuzzParseClassShares(f *testing.F) {
 			}
 			return
 		}
-		if _, err := admit.New(admit.Config{Name: "g", Capacity: 4, MaxWaiters: 4, ClassShares: shares}); err != nil {
+		if _, err := admit.New(admit.Config{Name: "g", Capacity: 4, MaxWaiters: 4, Queueing: admit.Queueing{ClassShares: shares}}); err != nil {
 			t.Fatalf("ParseClassShares(%q) = %v accepted, but a gate refuses it: %v", s, shares, err)
 		}
 		if back, err := admit.ParseClassShares(shares.String()); err != nil || back != shares {

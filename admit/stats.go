@@ -2,10 +2,10 @@ package admit
 
 import "time"
 
-// ReasonCounts counts refusals by Reason.
+// ReasonCounts counts rejections by Reason.
 type ReasonCounts [NumReasons]uint64
 
-// Total is the number of refusals for any reason.
+// Total is the number of rejections for any reason.
 func (c ReasonCounts) Total() uint64 {
 	var t uint64
 	for _, n := range c {
@@ -43,7 +43,7 @@ type Stats struct {
 
 	Offered   uint64        // every attempt that reached the gate
 	Admitted  uint64        // attempts that got their slots
-	Rejected  ReasonCounts  // attempts refused, by reason
+	Rejected  ReasonCounts  // attempts rejected, by reason
 	Completed OutcomeCounts // admitted work that ended, by outcome
 
 	Inflight int64 // admitted and not yet completed (permits)

@@ -35,9 +35,13 @@ func TestStatsNeverGoBackwards(t *testing.T) {
 	shares := admit.ClassShares{admit.ClassSheddable: 0.25, admit.ClassCriticalPlus: 0.25}
 	for _, d := range []admit.Discipline{admit.DisciplineFIFO, admit.DisciplineLIFO, admit.DisciplineCoDel} {
 		t.Run("classes,"+d.String(), func(t *testing.T) {
-			stress(t, admit.Config{Capacity: 4, MaxWaiters: 6, MaxWait: 2 * time.Millisecond, Kinds: []string{"a", "b"},
-				Discipline: d, ClassShares: shares, ClassAging: time.Millisecond, CoDelTarget: 100 * time.Microsecond,
-				CoDelInterval: time.Millisecond}, []admit.Kind{0, 1}, true)
+			stress(t, admit.Config{
+				Capacity:   4,
+				MaxWaiters: 6,
+				MaxWait:    2 * time.Millisecond,
+				Kinds:      []string{"a", "b"},
+				Queueing:   admit.Queueing{Discipline: d, ClassShares: shares, ClassAging: time.Millisecond, CoDelTarget: 100 * time.Microsecond, CoDelInterval: time.Millisecond},
+			}, []admit.Kind{0, 1}, true)
 		})
 	}
 	// The fast path (first kind, one slot) and the others mixed.

@@ -77,6 +77,13 @@ type Config struct {
 	// reach it. 0 means 0.5; negative disables failure judging; above 1 is
 	// an error.
 	FailureRatio float64
+	// ConsecutiveFailures opens the breaker after this many failures in a
+	// row while closed, whatever the window's ratio and MinCalls say: a
+	// dependency that is down fails every call, and waiting for a window
+	// of them makes each pay its timeout (a shared store such as Redis).
+	// A success, slow or not, ends the streak; Ignored results leave it
+	// alone. 0 means off; negative is an error.
+	ConsecutiveFailures int
 	// SlowCall is the duration from Allow to Done at or above which a call
 	// counts as slow, whatever its result. 0 or negative means slowness is
 	// not judged.
@@ -100,7 +107,8 @@ type Config struct {
 
 // Breaker is a circuit breaker for one upstream. Closed, it counts call
 // outcomes in a rolling window and opens when the failure ratio or the slow
-// call ratio reaches its threshold over at least MinCalls calls. Open, it
+// call ratio reaches its threshold over at least MinCalls calls (or, with
+// ConsecutiveFailures, after that many failures in a row). Open, it
 // refuses every call with a *admit.RejectedError of reason breaker_open
 // whose RetryAfter is the open time left. After OpenFor it turns half-open
 // and lets Probes calls through: all succeed, it closes; one fails, it
@@ -114,6 +122,7 @@ type Breaker struct {
 	window, width, openFor  time.Duration
 	slowCall                time.Duration
 	minCalls, probes        int
+	consecutive             int // ConsecutiveFailures; 0: off
 	failureRatio, slowRatio float64
 	log                     *slog.Logger
 	now                     func() time.Time
@@ -128,6 +137,7 @@ type Breaker struct {
 	sum         bucket    // sum over buckets
 	probesOut   int       // probes admitted (and not Ignored) in this half-open period
 	probesOK    int       // of which succeeded
+	streak      int       // failures in a row while closed
 	stats       Stats
 }
 
@@ -157,6 +167,8 @@ func New(cfg Config) (*Breaker, error) {
 		return bad("Buckets", cfg.Buckets)
 	case cfg.MinCalls < 0:
 		return bad("MinCalls", cfg.MinCalls)
+	case cfg.ConsecutiveFailures < 0:
+		return bad("ConsecutiveFailures", cfg.ConsecutiveFailures)
 	case cfg.FailureRatio > 1 || cfg.FailureRatio != cfg.FailureRatio:
 		return bad("FailureRatio", cfg.FailureRatio)
 	case cfg.SlowCallRatio > 1 || cfg.SlowCallRatio != cfg.SlowCallRatio:
@@ -171,6 +183,7 @@ func New(cfg Config) (*Breaker, error) {
 		window:       cmp(cfg.Window, 10*time.Second),
 		slowCall:     cfg.SlowCall,
 		minCalls:     cmp(cfg.MinCalls, 20),
+		consecutive:  cfg.ConsecutiveFailures,
 		probes:       cmp(cfg.Probes, 3),
 		failureRatio: cmp(cfg.FailureRatio, 0.5),
 		slowRatio:    cmp(cfg.SlowCallRatio, 0.8),
@@ -286,6 +299,33 @@ func (c Call) DoneAt(r Result, now time.Time) {
 	b.logTransition(ev)
 }
 
+// LateFailure records that a call already ended with Success failed after
+// all, as a caller learns when an answer whose headers were good then
+// stalls or is cut short in its body. Closed, one success of the window
+// becomes a failure (the call is not counted twice) and the ratio is
+// judged again; half-open, it fails like a probe and opens the breaker;
+// open, there is nothing to change.
+func (b *Breaker) LateFailure() { b.LateFailureAt(b.now()) }
+
+// LateFailureAt is LateFailure at time now instead of the breaker's clock.
+func (b *Breaker) LateFailureAt(now time.Time) {
+	b.mu.Lock()
+	var ev *transition
+	switch b.state {
+	case Closed:
+		b.roll(now)
+		b.buckets[b.cur].add(bucket{failures: 1})
+		b.sum.add(bucket{failures: 1})
+		if b.sum.calls >= b.minCalls && b.failureRatio > 0 && float64(b.sum.failures)/float64(b.sum.calls) >= b.failureRatio {
+			ev = b.setState(Open, now)
+		}
+	case HalfOpen:
+		ev = b.setState(Open, now)
+	}
+	b.mu.Unlock()
+	b.logTransition(ev)
+}
+
 // record counts one result. Callers hold mu.
 func (b *Breaker) record(r Result, slow bool, now time.Time) *transition {
 	switch b.state {
@@ -297,12 +337,18 @@ func (b *Breaker) record(r Result, slow bool, now time.Time) *transition {
 		o := bucket{calls: 1}
 		if r == Failure {
 			o.failures = 1
+			b.streak++
+		} else {
+			b.streak = 0
 		}
 		if slow {
 			o.slow = 1
 		}
 		b.buckets[b.cur].add(o)
 		b.sum.add(o)
+		if b.consecutive > 0 && b.streak >= b.consecutive {
+			return b.setState(Open, now)
+		}
 		if b.sum.calls < b.minCalls {
 			return nil
 		}
@@ -360,7 +406,7 @@ func (b *Breaker) setState(to State, now time.Time) *transition {
 	b.stats.Transitions[b.state][to]++
 	b.state = to
 	b.gen++
-	b.probesOut, b.probesOK = 0, 0
+	b.probesOut, b.probesOK, b.streak = 0, 0, 0
 	switch to {
 	case Open:
 		b.openUntil = now.Add(b.openFor)

@@ -358,3 +358,61 @@ func TestZeroCallDone(t *testing.T) {
 		t.Fatal("State.String")
 	}
 }
+
+// TestLateFailure: a success that failed after all (its answer's body
+// stalled) turns into a failure without counting the call twice; half-open
+// it fails the probe.
+func TestLateFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustNew(t, Config{MinCalls: 4, FailureRatio: 0.5, OpenFor: time.Second, Probes: 1})
+		feed(t, b, 4, Success, 0)
+		b.LateFailure()
+		if s := b.Stats(); s.State != Closed || s.WindowCalls != 4 || s.WindowFailures != 1 {
+			t.Fatalf("after 4 successes and one late failure: %+v; want closed, 4 calls, 1 failure", s)
+		}
+		b.LateFailure()
+		if s := b.State(); s != Open {
+			t.Fatalf("2 of 4 calls failed late: %v, want open", s)
+		}
+		b.LateFailure() // open: nothing to change
+		time.Sleep(time.Second)
+		feed(t, b, 1, Success, 0) // the probe's headers were good: closed
+		if s := b.Stats(); s.State != Closed || s.WindowFailures != 0 {
+			t.Fatalf("after a good probe: %+v; want closed with a fresh window", s)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		b := mustNew(t, Config{MinCalls: 1, OpenFor: time.Second, Probes: 2})
+		feed(t, b, 1, Failure, 0)
+		time.Sleep(time.Second)
+		feed(t, b, 1, Success, 0) // one of two probes succeeded
+		b.LateFailure()           // and then its body failed
+		if s := b.State(); s != Open {
+			t.Fatalf("a probe that failed late: %v, want open again", s)
+		}
+	})
+}
+
+// ConsecutiveFailures opens the breaker after that many failures in a row
+// even when a window full of earlier successes keeps the ratio low; a
+// success in between ends the streak, and an ignored call does not.
+func TestConsecutiveFailuresOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustNew(t, Config{Name: "store", ConsecutiveFailures: 3})
+		feed(t, b, 100, Success, 0)
+		feed(t, b, 2, Failure, 0)
+		feed(t, b, 1, Success, 0)
+		feed(t, b, 2, Failure, 0)
+		feed(t, b, 1, Ignored, 0)
+		if s := b.State(); s != Closed {
+			t.Fatalf("state after two streaks of 2 failures = %v, want closed", s)
+		}
+		feed(t, b, 1, Failure, 0)
+		if s := b.State(); s != Open {
+			t.Fatalf("state after 3 failures in a row (ratio %d/%d) = %v, want open", 5, 106, s)
+		}
+		if _, err := New(Config{ConsecutiveFailures: -1}); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("negative ConsecutiveFailures: %v", err)
+		}
+	})
+}

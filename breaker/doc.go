@@ -46,7 +46,7 @@
 // before it are dropped, so a slow call from the closed era cannot close a
 // half-open breaker. State changes are logged (one Info event with the
 // window's sums) and counted in Stats.Transitions, which
-// promsluice.BreakerMetrics exports.
+// promsluice.Metrics exports (Add a breaker or a Group).
 //
 // # Why not github.com/sony/gobreaker
 //

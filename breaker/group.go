@@ -24,9 +24,10 @@ type GroupConfig struct {
 	MaxKeys int
 	// OnNew is called once for every breaker the group creates (the
 	// overflow breaker too, with key OverflowName), after it is created
-	// and outside the group's lock; for example to add it to
-	// promsluice.BreakerMetrics. Nil means none. It may run concurrently
-	// for different keys.
+	// and outside the group's lock; for example to log it
+	// (promsluice.Metrics.Add of the group exports every breaker it has
+	// without it). Nil means none. It may run concurrently for different
+	// keys.
 	OnNew func(key string, b *Breaker)
 }
 

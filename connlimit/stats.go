@@ -65,9 +65,9 @@ type Stats struct {
 	Refusing int
 	// Accepted counts connections handed to the caller of Accept.
 	Accepted uint64
-	// Rejected counts refused connections by reason (ReasonMaxConns).
+	// Rejected counts rejected connections by reason (ReasonMaxConns).
 	Rejected map[string]uint64
-	// BusyWriteErrors counts refused connections whose busy reply could
+	// BusyWriteErrors counts rejected connections whose busy reply could
 	// not be written in full (client gone, write deadline).
 	BusyWriteErrors uint64
 	// ClosedIdle counts HTTP keep-alive connections that the server

@@ -384,23 +384,13 @@ func startInstance(ctx context.Context, s settings, v Variant, logger *slog.Logg
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
-		in.adaptive, err = limit.New(limit.Config{Law: law, Min: 1, Max: 4 * s.workLimit, SLO: s.slo, Logger: logger})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-		}
-		cfg.Observer = in.adaptive
+		cfg.Limit = &limit.Config{Law: law, Min: 1, Max: 4 * s.workLimit, SLO: s.slo, Logger: logger}
 	}
 	h, err := static.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if in.adaptive != nil {
-		if err := in.adaptive.Attach(h.Gate()); err != nil {
-			h.Close()
-			return nil, err
-		}
-	}
-	in.handler = h
+	in.handler, in.adaptive = h, h.Limit()
 	var lc net.ListenConfig
 	mainLn, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {

@@ -144,7 +144,7 @@ func Diagnose(before, after *Reading, goroutines *GoroutineSummary) *Diagnosis {
 				d.Findings = append(d.Findings, Finding{Code: CodeCounterMissing, Severity: Critical, Gate: sg.Gate,
 					Seen:    fmt.Sprintf("gate %s is in /state (offered %.0f) but not in /metrics", sg.Gate, sg.Offered),
 					Meaning: "the gate's metrics are not exported: dashboards and alerts cannot see it",
-					Next:    "add the gate to the metrics collector (promsluice.GateMetrics.Add) or server.Config.Gates",
+					Next:    "add the gate to the metrics collector (promsluice.Metrics.Add) or server.Config.Gates",
 					Figures: map[string]float64{"state_offered": sg.Offered}})
 			}
 		}
@@ -257,7 +257,7 @@ func missingFamilies(r *Reading) []Finding {
 	return []Finding{{Code: CodeCounterMissing, Severity: Critical,
 		Seen:    "admission metrics present but these are missing: " + strings.Join(missing, ", "),
 		Meaning: "offered = admitted + rejected + waiting and admitted = completed + inflight cannot be checked, and the rules that need them are blind",
-		Next:    "export every admission family (promsluice.GateMetrics does); a custom exporter must not drop any",
+		Next:    "export every admission family (promsluice.Metrics does); a custom exporter must not drop any",
 		Figures: map[string]float64{"missing": float64(len(missing))}}}
 }
 

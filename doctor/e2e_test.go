@@ -37,7 +37,7 @@ type liveServer struct {
 // startServer starts the server; with hold false its work completes at once.
 func startServer(t *testing.T, capacity int64, hold bool) *liveServer {
 	t.Helper()
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	g, err := admit.New(admit.Config{Name: "upstream", Capacity: capacity, MaxWaiters: 100, MaxWait: -1, Observer: gm})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func startServer(t *testing.T, capacity int64, hold bool) *liveServer {
 	}))
 	srv, err := server.Listen(context.Background(), server.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Handler: h,
-		Gates: []*admit.Gate{g}, GateMetrics: gm, Pprof: true, ShutdownTimeout: -1,
+		Gates: []*admit.Gate{g}, Metrics: gm, Pprof: true, ShutdownTimeout: -1,
 	})
 	if err != nil {
 		t.Fatal(err)

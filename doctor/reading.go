@@ -16,7 +16,7 @@ import (
 )
 
 // Metric names doctor reads. The admission families are what
-// promsluice.GateMetrics exports; the others are read when present.
+// promsluice.Metrics exports; the others are read when present.
 const (
 	MetricOffered   = "sluice_admission_offered_total"   // {gate,kind}
 	MetricAdmitted  = "sluice_admission_admitted_total"  // {gate,kind}

@@ -31,13 +31,13 @@ var record = flag.Bool("record", false, "re-record testdata/*/before.prom and af
 type recorder struct {
 	t   *testing.T
 	reg *prometheus.Registry
-	gm  *promsluice.GateMetrics
+	gm  *promsluice.Metrics
 	dir string
 	at  []time.Time // when each scrape was taken
 }
 
 func newRecorder(t *testing.T, name string, extra ...prometheus.Collector) *recorder {
-	r := &recorder{t: t, reg: prometheus.NewRegistry(), gm: promsluice.NewGateMetrics(), dir: filepath.Join("testdata", name)}
+	r := &recorder{t: t, reg: prometheus.NewRegistry(), gm: promsluice.NewMetrics(), dir: filepath.Join("testdata", name)}
 	r.reg.MustRegister(r.gm)
 	for _, c := range extra {
 		r.reg.MustRegister(c)
@@ -54,7 +54,9 @@ func (r *recorder) gate(cfg admit.Config) *admit.Gate {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.gm.Add(g)
+	if err := r.gm.Add(g); err != nil {
+		r.t.Fatal(err)
+	}
 	return g
 }
 

@@ -12,6 +12,10 @@
 //
 //	for v, err := range flow.Map(s, 4, 8, enrich).All(ctx, 16) { ... }
 //
+// Experimental: nothing else in sluice uses flow yet, and no benchmark
+// holds it to a target, so its API may still change until a server or
+// adapter is built on it.
+//
 // # Why demand
 //
 // A goroutine that reads from a fast source and hands each item to a
@@ -45,10 +49,10 @@
 //   - Buffer(up, n) groups values by n. Demand for k groups becomes
 //     demand for k*n values upstream: two groups of four cost eight values,
 //     and memory should be budgeted in those.
-//   - Overflow(up, capacity, policy) is for a source that must not be
+//   - Overflow(up, capacity, whenFull) is for a source that must not be
 //     slowed (telemetry, a socket to drain): it asks up for everything and
 //     keeps at most capacity values that downstream has not asked for. The
-//     policy says which data is lost when that is full: OverflowFail stops
+//     whenFull says which data is lost when that is full: OverflowFail stops
 //     the source and fails the stream after the buffered values; DropOldest
 //     keeps the newest (right for "latest reading wins"); DropLatest keeps
 //     what is buffered. Choose by what the business can afford to lose; a

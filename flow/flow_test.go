@@ -170,17 +170,17 @@ func TestOverflowFailsAfterBufferedValues(t *testing.T) {
 	<-s.Done()
 }
 
-func TestOverflowDropPolicies(t *testing.T) {
+func TestOverflowWhenFull(t *testing.T) {
 	for _, tc := range []struct {
-		policy flow.OverflowPolicy
-		want   string
+		whenFull flow.WhenFull
+		want     string
 	}{
 		{flow.DropOldest, "[4 5]"},
 		{flow.DropLatest, "[1 2]"},
 	} {
-		t.Run(tc.policy.String(), func(t *testing.T) {
+		t.Run(tc.whenFull.String(), func(t *testing.T) {
 			up := flow.FromSlice(context.Background(), []int{1, 2, 3, 4, 5})
-			s := flow.Overflow(up, 2, tc.policy)
+			s := flow.Overflow(up, 2, tc.whenFull)
 			<-up.Done() // all five arrived while nothing was requested downstream
 			var got []int
 			for v, err := range s.All(context.Background(), 10) {

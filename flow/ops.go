@@ -58,29 +58,29 @@ func Buffer[T any](up *Stream[T], n int) *Stream[[]T] {
 	})
 }
 
-// OverflowPolicy says what Overflow does with a value that arrives when
+// WhenFull says what Overflow does with a value that arrives when
 // its buffer is full. The zero value is OverflowFail.
-type OverflowPolicy uint8
+type WhenFull uint8
 
-// The overflow policies.
+// What Overflow does with a value that finds its buffer full.
 const (
 	// OverflowFail fails the stream: upstream is canceled at once, and the
 	// values already buffered are delivered before the *OverflowError.
-	OverflowFail OverflowPolicy = iota
+	OverflowFail WhenFull = iota
 	// DropOldest throws away the oldest buffered value to make room (the
 	// newest data wins: a latest reading, a UI refresh).
 	DropOldest
 	// DropLatest throws away the value that arrived (the buffered data
 	// wins).
 	DropLatest
-	numOverflowPolicies
+	numWhenFull
 )
 
-var overflowNames = [numOverflowPolicies]string{"fail", "drop_oldest", "drop_latest"}
+var overflowNames = [numWhenFull]string{"fail", "drop_oldest", "drop_latest"}
 
-// String returns the policy's name, e.g. "drop_oldest".
-func (p OverflowPolicy) String() string {
-	if p < numOverflowPolicies {
+// String returns the name, e.g. "drop_oldest".
+func (p WhenFull) String() string {
+	if p < numWhenFull {
 		return overflowNames[p]
 	}
 	return "overflow(" + strconv.Itoa(int(p)) + ")"
@@ -107,14 +107,14 @@ func (e *OverflowError) Is(target error) bool { return target == ErrOverflow }
 // socket that must be drained): it requests Unbounded from up at once and
 // holds what downstream has not asked for yet in a buffer of capacity
 // values (at least 1): up's own outbox, which Overflow bounds. When a
-// value arrives with the buffer full, policy decides what is lost; under
+// value arrives with the buffer full, whenFull decides what is lost; under
 // OverflowFail, up stops and the buffered values are delivered before
 // the *OverflowError. Values thrown away are counted in Stats.Dropped of
 // both streams. Overflow takes up over: nobody else may receive from it.
 // Canceling the returned stream cancels up.
-func Overflow[T any](up *Stream[T], capacity int, policy OverflowPolicy) *Stream[T] {
+func Overflow[T any](up *Stream[T], capacity int, whenFull WhenFull) *Stream[T] {
 	up.mu.Lock()
-	up.limit, up.policy = max(capacity, 1), policy
+	up.limit, up.whenFull = max(capacity, 1), whenFull
 	dropped := up.dropped
 	up.mu.Unlock()
 	_ = up.Request(Unbounded)

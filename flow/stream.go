@@ -56,14 +56,14 @@ type Stream[T any] struct {
 	emitted   int64 // total emitted
 	outbox    queue[T]
 	// limit bounds outbox when Overflow has taken the stream over (0: no
-	// bound); policy says what a push into a full outbox does, and dropped
+	// bound); whenFull says what a push into a full outbox does, and dropped
 	// counts what it threw away (shared with Overflow's stream).
-	limit   int
-	policy  OverflowPolicy
-	dropped *atomic.Int64
-	state   state
-	err     error
-	changed chan struct{} // closed and replaced on every change waiters care about
+	limit    int
+	whenFull WhenFull
+	dropped  *atomic.Int64
+	state    state
+	err      error
+	changed  chan struct{} // closed and replaced on every change waiters care about
 }
 
 // New starts produce on its own goroutine and returns the stream it feeds.
@@ -264,7 +264,7 @@ func (e *Emitter[T]) Emit(v T) error {
 }
 
 // push emits v, using one unit of demand. Called with s.mu held. When
-// Overflow bounds the outbox and it is full, the policy decides: drop the
+// Overflow bounds the outbox and it is full, whenFull decides: drop the
 // oldest, drop v, or fail the stream (keeping what is buffered) and stop
 // the producer.
 func (s *Stream[T]) push(v T) error {
@@ -273,7 +273,7 @@ func (s *Stream[T]) push(v T) error {
 	}
 	s.emitted++
 	if s.limit > 0 && s.outbox.n >= s.limit {
-		switch s.policy {
+		switch s.whenFull {
 		case DropOldest:
 			s.outbox.pop()
 			s.dropped.Add(1)

@@ -104,7 +104,7 @@ func WithClassHeader(f RequestFunc, name string) RequestFunc {
 // ClassFromHeader returns middleware that reads the class of each request
 // from the header name (as WithClassHeader does) and puts it in the
 // request's context (admit.WithClass), for gates entered deeper down that
-// take their class from the context (admit.Config.ContextClass), such as
+// take their class from the context (admit.Queueing.ContextClass), such as
 // a file server's disk gate. A request without the header, or with the
 // default class, passes through untouched. It returns an error wrapping
 // ErrInvalidConfig if name is not a valid header field name.

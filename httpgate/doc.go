@@ -113,7 +113,7 @@
 // # Clients that leave while queued
 //
 // A waiter leaves the gate's queue as soon as the request's context is
-// canceled, and is counted as refused with reason canceled, never
+// canceled, and is counted as rejected with reason canceled, never
 // admitted. net/http cancels the context when the client closes the
 // connection (HTTP/1.1) or resets the stream (HTTP/2). For HTTP/1.1 it
 // notices the close only once the request body has been read to the end,
@@ -127,7 +127,7 @@
 // (--queue-discipline, --priority-header, --class-share, or the proxy's
 // route fields of the same meaning). Compile checks them against the
 // gate's queue size, with errors naming the caller's words for each rule,
-// and returns the admit.QueuePolicy and the ClassFromHeader middleware, so
+// and returns the admit.Queueing and the ClassFromHeader middleware, so
 // `sluice serve` and `sluice proxy` cannot give them two meanings.
 //
 // # Quotas without an *http.Request

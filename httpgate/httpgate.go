@@ -253,7 +253,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.refusal(w, r, err)
 			return
 		}
-		e.p.Guard(&e.mu)
 		h.mw, h.w.rw = m, w
 	} else {
 		h = &holder{mw: m, w: statusWriter{rw: w}}
@@ -295,42 +294,85 @@ type holder struct {
 	w  statusWriter
 
 	mu         sync.Mutex // guards the fields below; held briefly, never across a wait
-	inline     [inlinePermits]entry
-	more       []*entry
+	inline     [inlinePermits]Permit
+	more       []*Permit
 	n          int // entries handed out
 	done       bool
 	outcome    admit.Outcome
 	outcomeSet bool
 }
 
-// An entry is the home of one permit. While filling, an Acquire is under
-// way outside the lock and owns p; finish leaves such an entry to that
-// Acquire, which releases the permit itself if it arrives too late. Once
-// filled, p is guarded by mu (admit.Permit.Guard), so the handler may end
-// it early from any goroutine while finish ends whatever is left: the first
-// Done releases, the other is a counted no-op.
-type entry struct {
-	mu      sync.Mutex
-	p       admit.Permit
+// A Permit is a slot a handler took with Acquire (or the one Guard took
+// for it). The request's holder ends it when the handler returns; the
+// handler may end it earlier with Done, from any goroutine, for a slot
+// needed only for part of the handler: the first Done releases, and later
+// ones (the holder's included) do nothing. Unlike an admit.Permit it may
+// be ended from several goroutines at once, as it has two owners; like
+// one, it must not be copied: keep the pointer Acquire returned.
+type Permit struct {
+	mu sync.Mutex // guards p; taken by every method, never across a wait
+	p  admit.Permit
+	// filling: an Acquire is under way outside the holder's lock and owns
+	// p; finish leaves such a permit to that Acquire, which releases it
+	// itself if it arrives too late. Guarded by the holder's mu.
 	filling bool
+}
+
+// Done releases the permit's slots, if they are still held, and records
+// how the work ended.
+func (p *Permit) Done(o admit.Outcome) { p.end(o) }
+
+// end is Done, reporting whether it released anything.
+func (p *Permit) end(o admit.Outcome) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.p.Held() {
+		return false
+	}
+	p.p.Done(o)
+	return true
+}
+
+// Held reports whether the permit still holds its slots.
+func (p *Permit) Held() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.p.Held()
+}
+
+// Gate returns the gate the permit came from.
+func (p *Permit) Gate() *admit.Gate { return p.p.Gate() }
+
+// Kind returns the permit's kind label.
+func (p *Permit) Kind() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.p.Kind()
+}
+
+// Weight returns the number of slots the permit holds or held.
+func (p *Permit) Weight() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.p.Weight()
 }
 
 // next returns storage for one more permit. Storage is never reused: a
 // permit pointer handed to the handler keeps meaning the same permit, so
 // a stale Done on it cannot end a newer one.
-func (h *holder) next() *entry {
+func (h *holder) next() *Permit {
 	i := h.n
 	h.n++
 	if i < inlinePermits {
 		return &h.inline[i]
 	}
-	e := new(entry)
+	e := new(Permit)
 	h.more = append(h.more, e)
 	return e
 }
 
-// each calls f for every entry handed out. h.mu must be held.
-func (h *holder) each(f func(*entry)) {
+// each calls f for every permit handed out. h.mu must be held.
+func (h *holder) each(f func(*Permit)) {
 	for i := range min(h.n, inlinePermits) {
 		f(&h.inline[i])
 	}
@@ -339,7 +381,7 @@ func (h *holder) each(f func(*entry)) {
 	}
 }
 
-func (h *holder) acquire(ctx context.Context, g *admit.Gate, req admit.Request) (*admit.Permit, error) {
+func (h *holder) acquire(ctx context.Context, g *admit.Gate, req admit.Request) (*Permit, error) {
 	h.mu.Lock()
 	if h.done {
 		h.mu.Unlock()
@@ -349,10 +391,9 @@ func (h *holder) acquire(ctx context.Context, g *admit.Gate, req admit.Request) 
 	e.filling = true
 	h.mu.Unlock()
 
-	// Wait outside the lock; the entry is ours while filling.
+	// Wait outside the lock; the permit is ours while filling.
 	var err error
 	e.p, err = g.AcquireFor(ctx, req)
-	e.p.Guard(&e.mu)
 
 	h.mu.Lock()
 	e.filling = false
@@ -364,10 +405,10 @@ func (h *holder) acquire(ctx context.Context, g *admit.Gate, req admit.Request) 
 	if late {
 		// The handler returned while we waited: nobody else would
 		// release this slot, and the work it was for is gone.
-		e.p.Done(admit.OutcomeDropped)
+		e.Done(admit.OutcomeDropped)
 		return nil, ErrHandlerDone
 	}
-	return &e.p, nil
+	return e, nil
 }
 
 // finish marks the holder done and releases every permit still held with
@@ -381,9 +422,8 @@ func (h *holder) finish(o admit.Outcome) int {
 		o = h.outcome
 	}
 	n := 0
-	h.each(func(e *entry) {
-		if !e.filling && e.p.Held() {
-			e.p.Done(o)
+	h.each(func(e *Permit) {
+		if !e.filling && e.end(o) {
 			n++
 		}
 	})
@@ -407,20 +447,19 @@ func (h *holder) normalOutcome(ctx context.Context) admit.Outcome {
 //
 // The returned permit is owned by the request's holder, which ends it when
 // the handler returns. The handler may end it earlier with Done, from any
-// goroutine, for a slot needed only for part of the handler: the permit is
-// guarded, so the first Done releases and the holder's later one is a
-// no-op. Keep the pointer; never copy the Permit it points to.
+// goroutine (see Permit). Keep the pointer; never copy the Permit it
+// points to.
 //
 // On refusal it returns the gate's *admit.RejectedError; answer it with
 // Refuse. It returns ErrNoHolder, taking nothing, when ctx has no holder,
 // and ErrHandlerDone when the handler has already returned.
-func Acquire(ctx context.Context, g *admit.Gate) (*admit.Permit, error) {
+func Acquire(ctx context.Context, g *admit.Gate) (*Permit, error) {
 	return AcquireFor(ctx, g, admit.Request{})
 }
 
 // AcquireFor is Acquire for work of another kind or weight than one slot
 // of g's first kind.
-func AcquireFor(ctx context.Context, g *admit.Gate, req admit.Request) (*admit.Permit, error) {
+func AcquireFor(ctx context.Context, g *admit.Gate, req admit.Request) (*Permit, error) {
 	h, _ := ctx.Value(holderKey{}).(*holder)
 	if h == nil {
 		return nil, ErrNoHolder
@@ -450,8 +489,8 @@ func Held(ctx context.Context) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	h.each(func(e *entry) {
-		if !e.filling && e.p.Held() {
+	h.each(func(e *Permit) {
+		if !e.filling && e.Held() {
 			n++
 		}
 	})

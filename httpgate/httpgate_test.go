@@ -219,7 +219,7 @@ func TestEarlyDoneIsNotReleasedAgain(t *testing.T) {
 
 // TestEarlyDoneFromAnotherGoroutine ends the permit from a goroutine the
 // handler started, racing the holder's own release when the handler
-// returns. The permit is guarded by its holder: exactly one release per
+// returns. An httpgate.Permit has its own lock: exactly one release per
 // request, and nothing for the race detector.
 func TestEarlyDoneFromAnotherGoroutine(t *testing.T) {
 	g := newGate(t, admit.Config{Name: "disk", Capacity: 4})
@@ -244,7 +244,7 @@ func TestEarlyDoneFromAnotherGoroutine(t *testing.T) {
 	wg.Wait()
 	s := checkInvariants(t, g)
 	if s.InUse != 0 || s.Completed.Total() != n || s.Misuse != 0 {
-		t.Errorf("in use %d completed %d misuse %d; want 0, %d, 0 (a guarded permit ends quietly for its second owner)", s.InUse, s.Completed.Total(), s.Misuse, n)
+		t.Errorf("in use %d completed %d misuse %d; want 0, %d, 0 (a permit ends quietly for its second owner)", s.InUse, s.Completed.Total(), s.Misuse, n)
 	}
 }
 

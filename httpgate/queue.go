@@ -38,13 +38,12 @@ type RuleNames struct {
 	Discipline, PriorityHeader, ClassShares, Queue string
 }
 
-// Compiled is QueueRules made usable: the gate's queue policy and the
+// Compiled is QueueRules made usable: the gate's queueing and the
 // middleware that puts each request's class in its context.
 type Compiled struct {
-	// Policy is for admit.Gate.SetQueuePolicy (or the matching
-	// admit.Config fields); ContextClass is set when a header gives
-	// classes.
-	Policy admit.QueuePolicy
+	// Policy is for admit.Gate.SetQueueing (or admit.Config.Queueing);
+	// ContextClass is set when a header gives classes.
+	Policy admit.Queueing
 	// Classify puts the header's class in the request's context (see
 	// ClassFromHeader); nil without a PriorityHeader.
 	Classify func(http.Handler) http.Handler

@@ -35,7 +35,7 @@ func TestQueueRulesCompile(t *testing.T) {
 			t.Errorf("header %q: class %v; want %v", v, got, class)
 		}
 	}
-	if c, err := (httpgate.QueueRules{}).Compile(0, fieldNames); err != nil || c.Classify != nil || c.Policy != (admit.QueuePolicy{}) {
+	if c, err := (httpgate.QueueRules{}).Compile(0, fieldNames); err != nil || c.Classify != nil || c.Policy != (admit.Queueing{}) {
 		t.Fatalf("zero rules: %+v, %v", c, err)
 	}
 }
@@ -83,7 +83,7 @@ func FuzzQueueRules(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := g.SetQueuePolicy(c.Policy); err != nil {
+		if err := g.SetQueueing(c.Policy); err != nil {
 			t.Fatalf("%+v compiled to %+v, which the gate refuses: %v", rules, c.Policy, err)
 		}
 	})
@@ -101,7 +101,7 @@ func ExampleQueueRules_Compile() {
 		return
 	}
 	g, _ := admit.New(admit.Config{Name: "db", Capacity: 8, MaxWaiters: 16})
-	_ = g.SetQueuePolicy(c.Policy)
+	_ = g.SetQueueing(c.Policy)
 	handler := c.Classify(http.NotFoundHandler()) // then gate with g inside
 	_ = handler
 	fmt.Println(g.Discipline(), c.Policy.ClassShares)

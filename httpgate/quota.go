@@ -114,7 +114,7 @@ type QuotaRule struct {
 func NewQuotaRule(lim quota.Limiter, noHeaders bool) *QuotaRule {
 	q := &QuotaRule{lim: lim}
 	if !noHeaders {
-		q.policy, q.prefix = policyHeader(lim.Policy())
+		q.policy, q.prefix = policyHeader(lim.Shape())
 	}
 	return q
 }
@@ -161,7 +161,7 @@ func (q *QuotaRule) RefusedRateLimit(retry int) string {
 
 // policyHeader returns the RateLimit-Policy member for p and the start of
 // its RateLimit member.
-func policyHeader(p quota.Policy) (policy, prefix string) {
+func policyHeader(p quota.Shape) (policy, prefix string) {
 	window := max(1, ceilSeconds(p.RefillTime()))
 	q := int64(math.Round(p.Rate * float64(window)))
 	name := strconv.Quote(p.Name) // quota names are tokens: a valid sf-string

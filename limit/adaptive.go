@@ -28,12 +28,15 @@ const (
 	DefaultInitial    = 20
 )
 
-// Target is what an Adaptive moves: *admit.Gate satisfies it. If the
-// target also has Name() string, Capacity() int64, InUse() int64 or
-// OldestWait() time.Duration (as a Gate does), they name the state, give
-// the initial limit, complete the inflight peak and tell the queue's share
-// of the SLO.
-type Target interface {
+// target is what an Adaptive moves and reads: an *admit.Gate (tests give
+// it stand-ins). Name names the state, Capacity gives the initial limit,
+// InUse completes the window's inflight peak, and OldestWait is the
+// queue's wait: its share of the SLO, and the ramp's queue age.
+type target interface {
+	Name() string
+	Capacity() int64
+	InUse() int64
+	OldestWait() time.Duration
 	SetCapacity(int64) error
 }
 
@@ -57,19 +60,20 @@ type Config struct {
 	// Min and Max bound the limit, in slots. Min 0 means 1; Max 0 means
 	// 1000. Negative, or Max below Min, is an error.
 	Min, Max int64
-	// Initial is the first limit. 0 means the target's capacity when it
-	// has one (a Gate does), else 20; it is clamped to Min..Max. Negative
+	// Initial is the first limit. 0 means the attached gate's capacity
+	// (20 until a gate is attached); it is clamped to Min..Max. Negative
 	// is an error.
 	Initial int64
 
 	// SLO is the latency the service promises its callers (at the 99th
 	// percentile): the gate's queue wait plus the hold. The hold's budget
-	// is the SLO less the queue's wait (the age of the target's oldest
+	// is the SLO less the queue's wait (the age of the gate's oldest
 	// queued request as a window closes, if it was as old at the previous
-	// window: one late wake-up is not a queue), at least half of it. A window whose measure is
-	// above the budget is an overload: the limit shrinks by Backoff
-	// whatever the law says, and no law learns from it. A window whose 99th percentile is above the budget shrinks
-	// the limit by Backoff too and never grows it. The law aims at 70% of
+	// window: one late wake-up is not a queue), at least half of it. A
+	// window whose measure is above the budget is an overload: the limit
+	// shrinks by Backoff whatever the law says, and no law learns from it.
+	// A window whose 99th percentile is above the budget shrinks the
+	// limit by Backoff too and never grows it. The law aims at 70% of
 	// the budget, and no baseline rises above that, so a long incident
 	// cannot make slow look normal. With a Signal the SLO is a ceiling on
 	// the signal alone. Give the gate a queue wait well under the SLO
@@ -121,8 +125,8 @@ type Config struct {
 // at the end of a hold the ramp grows one step if completions rose against
 // the step below, pauses if they did not (or latency is rising), and steps
 // back one level if completions fell, latency rose to twice its level at
-// the start of the ramp, or the queue age doubled. The zero value is a
-// four-step ramp.
+// the start of the ramp, or the age of the gate's oldest queued request
+// doubled. The zero value is a four-step ramp.
 type Ramp struct {
 	// Steps is the number of steps. 0 means 4; negative means no ramp (the
 	// law alone decides how fast capacity returns).
@@ -138,9 +142,6 @@ type Ramp struct {
 	// (and its negative as falling). 0 means 0.05; negative or 1 or more is
 	// an error.
 	MinGain float64
-	// QueueAge, if not nil, reports the age of the oldest queued request;
-	// a doubling across a hold steps the ramp back.
-	QueueAge func() time.Duration
 }
 
 type settings struct {
@@ -152,7 +153,6 @@ type settings struct {
 	gain                float64
 	minSamples, steps   int
 	signal              Signal
-	queueAge            func() time.Duration
 	log                 *slog.Logger
 	now                 func() time.Time
 	initialFromTarget   bool
@@ -164,7 +164,7 @@ func (c Config) resolve() (settings, error) {
 	}
 	s := settings{min: DefaultMin, max: DefaultMax, window: DefaultWindow, backoff: DefaultBackoff,
 		quantile: DefaultQuantile, sloQuantile: 0.99, appLimited: DefaultAppLimited, minSamples: DefaultMinSamples,
-		steps: 4, trigger: 0.5, gain: 0.05, signal: c.Signal, queueAge: c.Ramp.QueueAge,
+		steps: 4, trigger: 0.5, gain: 0.05, signal: c.Signal,
 		log: c.Logger, now: c.Now, slo: c.SLO}
 	switch {
 	case c.Min < 0 || c.Max < 0 || c.Initial < 0:
@@ -257,11 +257,12 @@ func (c Config) resolve() (settings, error) {
 // hold time of every completion that produced a sample (dropped work never
 // does) into a window, and once per window asks its Law for the next
 // limit, applies the guardrails and the recovery ramp, and calls
-// SetCapacity on the attached target.
+// SetCapacity on the attached gate.
 //
-// Create one with New, pass it as the gate's admit.Config.Observer (alone
-// or with admit.Observers), then Attach the gate. Before Attach it still
-// learns but moves nothing. The zero value is not usable.
+// NewGate builds a gate with its Adaptive in one step. By hand: create one
+// with New, pass it as the gate's admit.Config.Observer (alone or with
+// admit.Observers), then Attach the gate. Before Attach it still learns
+// but moves nothing. The zero value is not usable.
 //
 // Safe for concurrent use: the gate calls it from every goroutine that
 // ends a permit. The sample path takes no lock and does not allocate: two
@@ -281,14 +282,12 @@ type Adaptive struct {
 	cur   atomic.Pointer[histogram]
 	hists [2]histogram
 
-	mu          sync.Mutex // guards everything below; then the target's own lock
-	target      Target
+	mu          sync.Mutex // guards everything below; then the gate's own lock
+	target      target     // the attached gate; nil before Attach
 	name        string
-	inUse       func() int64
-	oldestWait  func() time.Duration // the target's OldestWait, if it has one
 	windowStart time.Time
 	limit       float64       // the law's limit, unrounded
-	capacity    int64         // what the target was last given
+	capacity    int64         // what the gate was last given
 	lastWait    time.Duration // the queue wait read at the previous window
 	highWater   float64
 	episode     bool
@@ -317,28 +316,27 @@ func New(cfg Config) (*Adaptive, error) {
 	return a, nil
 }
 
-// Attach makes a the controller of t's capacity and sets t to the current
-// limit (with Config.Initial 0, the limit starts from t's own capacity).
-// Attaching again replaces the target.
-func (a *Adaptive) Attach(t Target) error {
-	if t == nil {
-		return fmt.Errorf("%w: nil target", ErrInvalidConfig)
+// Attach makes a the controller of g's capacity and sets g to the current
+// limit (with Config.Initial 0, the limit starts from g's own capacity).
+// From then on a reads g's slots in use (the window's peak), and the age
+// of g's oldest queued request (the queue's share of the SLO, and the
+// ramp's queue age). Attaching again replaces the gate. a must also be g's
+// Observer, or it learns nothing: NewGate does both steps.
+func (a *Adaptive) Attach(g *admit.Gate) error {
+	if g == nil {
+		return fmt.Errorf("%w: nil gate", ErrInvalidConfig)
 	}
+	return a.attach(g)
+}
+
+func (a *Adaptive) attach(t target) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.target = t
-	if n, ok := t.(interface{ Name() string }); ok {
-		a.name = n.Name()
-		a.state.Gate = a.name
-	}
-	if u, ok := t.(interface{ InUse() int64 }); ok {
-		a.inUse = u.InUse
-	}
-	if q, ok := t.(interface{ OldestWait() time.Duration }); ok {
-		a.oldestWait = q.OldestWait
-	}
-	if c, ok := t.(interface{ Capacity() int64 }); ok && a.cfg.initialFromTarget && a.state.Windows == 0 {
-		if have := c.Capacity(); have > 0 {
+	a.name = t.Name()
+	a.state.Gate = a.name
+	if a.cfg.initialFromTarget && a.state.Windows == 0 {
+		if have := t.Capacity(); have > 0 {
 			a.limit = clamp(float64(have), a.cfg.min, a.cfg.max)
 			a.highWater = a.limit
 		}
@@ -346,6 +344,41 @@ func (a *Adaptive) Attach(t Target) error {
 	a.capacity = int64(math.Round(a.limit))
 	a.state.Limit = a.capacity
 	return t.SetCapacity(a.capacity)
+}
+
+// NewGate builds the gate gate describes with an Adaptive, configured by
+// lim, moving its capacity: it creates the Adaptive, makes it the gate's
+// Observer besides gate.Observer (admit.Observers), builds the gate and
+// attaches the Adaptive to it. A gate with a queue (MaxWaiters) but no
+// MaxWait waits at most QueueWaitFor(lim.SLO) when lim has an SLO, so that
+// the queue's wait and the hold fit in the SLO together.
+//
+// With lim nil it builds the gate alone, with a fixed capacity, and the
+// Adaptive it returns is nil: code that configures either kind of gate
+// (a flag that says fixed or adaptive) has one call for both. Errors from
+// lim wrap ErrInvalidConfig; errors from gate are admit.New's.
+func NewGate(gate admit.Config, lim *Config) (*admit.Gate, *Adaptive, error) {
+	if lim == nil {
+		g, err := admit.New(gate)
+		return g, nil, err
+	}
+	a, err := New(*lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	if gate.MaxWaiters > 0 && gate.MaxWait == 0 && lim.SLO > 0 {
+		gate.MaxWait = QueueWaitFor(lim.SLO)
+	}
+	gate.Observer = admit.Observers(gate.Observer, a)
+	g, err := admit.New(gate)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := a.Attach(g); err != nil {
+		g.Close()
+		return nil, nil, err
+	}
+	return g, a, nil
 }
 
 // ObserveAdmission implements admit.Observer: it keeps the window's peak of
@@ -498,21 +531,21 @@ func (a *Adaptive) decideLocked(now time.Time) {
 		mean = h.mean()
 	}
 	inflight := a.peak.Swap(0)
-	if a.inUse != nil {
-		inflight = max(inflight, a.inUse())
+	// The queue's age is the age of the gate's oldest queued request as
+	// the window closes (read here, once a window, rather than from every
+	// admission). The ramp judges it as it is; the SLO's budget takes no
+	// more than the previous window's: one late wake-up of a waiting
+	// goroutine (on a busy machine, tens of milliseconds) must not take
+	// the hold's budget for a window, and a queue that stands is there in
+	// the next window too.
+	var age time.Duration
+	if a.target != nil {
+		inflight = max(inflight, a.target.InUse())
+		age = a.target.OldestWait()
 	}
-	// The queue's wait is the age of the target's oldest queued request
-	// as the window closes (read here, once a window, rather than from
-	// every admission), but no more than the previous window's: one late
-	// wake-up of a waiting goroutine (on a busy machine, tens of
-	// milliseconds) must not take the hold's budget for a window; a queue
-	// that stands is there in the next window too.
-	var wait time.Duration
-	if a.oldestWait != nil {
-		wait = a.oldestWait()
-	}
-	wait, a.lastWait = min(wait, a.lastWait), wait
-	a.step(now, Window{Latency: lat, Mean: mean, Samples: samples, Inflight: inflight}, max(tail, lat), wait, samples)
+	wait := min(age, a.lastWait)
+	a.lastWait = age
+	a.step(now, Window{Latency: lat, Mean: mean, Samples: samples, Inflight: inflight}, max(tail, lat), wait, age, samples)
 }
 
 // closeWindow starts the next window with the other, emptied histogram and
@@ -531,8 +564,10 @@ func (a *Adaptive) closeWindow(now time.Time) *histogram {
 
 func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
 
-// step is one decision: the law, the guardrails, the episode and the ramp.
-func (a *Adaptive) step(now time.Time, w Window, tail, wait time.Duration, completed int) {
+// step is one decision: the law, the guardrails, the episode and the
+// ramp. wait is the queue's wait counted against the SLO, age the queue's
+// age as the window closed.
+func (a *Adaptive) step(now time.Time, w Window, tail, wait, age time.Duration, completed int) {
 	budget, ceiling := a.cfg.slo, a.cfg.slo
 	if budget > 0 && a.cfg.signal == nil {
 		// The SLO covers what the caller sees: the queue's wait and the
@@ -594,11 +629,7 @@ func (a *Adaptive) step(now time.Time, w Window, tail, wait time.Duration, compl
 		decision, why = DecisionRampBack, "tail_above_slo"
 		a.limit = a.ramp.capacity()
 	case a.ramp.active:
-		var qa time.Duration
-		if a.cfg.queueAge != nil {
-			qa = a.cfg.queueAge()
-		}
-		rd, rwhy := a.ramp.window(now, w.Latency, completed, qa, a.cfg)
+		rd, rwhy := a.ramp.window(now, w.Latency, completed, age, a.cfg)
 		if rd != DecisionNone {
 			decision, why = rd, rwhy
 			a.logInfo("limit: ramp", "decision", rd.String(), "why", rwhy, "level", a.ramp.level, "steps", a.ramp.steps, "capacity", a.ramp.capacity())

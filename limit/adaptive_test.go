@@ -22,7 +22,7 @@ func mustNew(t *testing.T, cfg Config) (*Adaptive, *fakeTarget) {
 		t.Fatal(err)
 	}
 	tgt := &fakeTarget{name: "g"}
-	if err := a.Attach(tgt); err != nil {
+	if err := a.attach(tgt); err != nil {
 		t.Fatal(err)
 	}
 	return a, tgt

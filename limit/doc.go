@@ -4,21 +4,25 @@
 //
 // # Usage
 //
-//	adaptive, err := limit.New(limit.Config{
-//		Law: &limit.Vegas{},      // or &limit.AIMD{}, &limit.Gradient2{} (the default)
-//		Min: 4, Max: 256,
-//		SLO: 200 * time.Millisecond, // the ceiling: see "Guardrails"
-//	})
-//	...
-//	gate, err := admit.New(admit.Config{Name: "upstream", Capacity: 32, Observer: adaptive,
-//		MaxWaiters: 64, MaxWait: limit.QueueWaitFor(200 * time.Millisecond)}) // the queue's share of the SLO
-//	...
-//	err = adaptive.Attach(gate) // from now on adaptive sets gate's capacity
+//	gate, adaptive, err := limit.NewGate(
+//		admit.Config{Name: "upstream", Capacity: 32, MaxWaiters: 64},
+//		&limit.Config{
+//			Law: &limit.Vegas{},      // or &limit.AIMD{}, &limit.Gradient2{} (the default)
+//			Min: 4, Max: 256,
+//			SLO: 200 * time.Millisecond, // the ceiling: see "Guardrails"
+//		})
 //	...
 //	st := adaptive.State() // for /state: limit, latency, baseline, decision, why, ramp
 //
-// To export metrics as well, combine observers with admit.Observers, and
-// register promsluice.NewLimitMetrics for the controller's state.
+// NewGate is the one way to build a gate with an adaptive limit: it
+// creates the Adaptive, makes it the gate's Observer beside the one in
+// admit.Config (metrics, say), builds the gate, gives a queue without its
+// own wait limit the SLO's share (QueueWaitFor: the queue's wait and the
+// hold share the SLO), and attaches the Adaptive, which from then on sets
+// the gate's capacity and reads its queue. With a nil *Config it builds a
+// fixed gate, so code configured either way makes one call. For a gate
+// built elsewhere, pass an Adaptive from New as its Observer and Attach
+// it. promsluice.Metrics exports the controller's state with the rest.
 //
 // # How it decides
 //
@@ -118,8 +122,8 @@
 // Ramp.Hold (five windows) so its effect is visible, then judged against
 // the step below: completions per second rose, so grow one step;
 // completions flat or latency rising a little, so pause; completions fell,
-// latency doubled against the start of the ramp, or the oldest queued
-// request's age doubled (Ramp.QueueAge), so step back one level. A window
+// latency doubled against the start of the ramp, or the age of the gate's
+// oldest queued request doubled, so step back one level. A window
 // above the SLO aborts the ramp and starts a new episode, whose ramp then
 // aims no higher than the level below the one that overloaded; a window
 // whose 99th percentile alone is above the budget steps the ramp back one

@@ -12,19 +12,12 @@ import (
 // capacity between 4 and 256 slots, and a 200 ms SLO anchors it so a long
 // incident cannot teach it that slow is normal.
 func Example() {
-	adaptive, err := limit.New(limit.Config{
+	upstream, adaptive, err := limit.NewGate(admit.Config{Name: "upstream", Capacity: 32}, &limit.Config{
 		Law: &limit.Vegas{},
 		Min: 4, Max: 256,
 		SLO: 200 * time.Millisecond,
 	})
 	if err != nil {
-		panic(err)
-	}
-	upstream, err := admit.New(admit.Config{Name: "upstream", Capacity: 32, Observer: adaptive})
-	if err != nil {
-		panic(err)
-	}
-	if err := adaptive.Attach(upstream); err != nil {
 		panic(err)
 	}
 

@@ -17,8 +17,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the expected columns of testdata/laws/*.txt")
 
-// fakeTarget records every capacity it is given, and reports a queue
-// wait set by the test.
+// fakeTarget stands in for a gate: it records every capacity it is given,
+// and reports a queue wait set by the test.
 type fakeTarget struct {
 	name   string
 	caps   []int64
@@ -26,6 +26,8 @@ type fakeTarget struct {
 }
 
 func (f *fakeTarget) OldestWait() time.Duration { return f.oldest }
+func (f *fakeTarget) Capacity() int64           { return 0 }
+func (f *fakeTarget) InUse() int64              { return 0 }
 
 func (f *fakeTarget) SetCapacity(c int64) error { f.caps = append(f.caps, c); return nil }
 func (f *fakeTarget) Name() string              { return f.name }
@@ -188,7 +190,7 @@ func runScript(t *testing.T, file string) {
 				t.Fatalf("%s:%d: %v", file, lineNo, err)
 			}
 			tgt = &fakeTarget{name: "g"}
-			if err := a.Attach(tgt); err != nil {
+			if err := a.attach(tgt); err != nil {
 				t.Fatal(err)
 			}
 			now = epoch

@@ -31,10 +31,10 @@ const rampSLO = 50 * time.Millisecond
 // ramp held 500 ms) through healthy traffic, an overload that cuts the
 // limit, and back to healthy latency until the ramp starts. It returns
 // the Adaptive at the start of the ramp.
-func episode(t *testing.T, queueAge func() time.Duration) (*Adaptive, *fakeTarget) {
+func episode(t *testing.T) (*Adaptive, *fakeTarget) {
 	t.Helper()
 	a, tgt := mustNew(t, Config{Law: &Gradient2{}, Initial: 40, Min: 4, Max: 40, SLO: rampSLO,
-		Ramp: Ramp{Steps: 4, Hold: 500 * time.Millisecond, QueueAge: queueAge}})
+		Ramp: Ramp{Steps: 4, Hold: 500 * time.Millisecond}})
 	a.Decide() // opens the first window
 	for range 10 {
 		playWindow(a, 10*time.Millisecond, a.Limit(), 40)
@@ -62,7 +62,7 @@ func episode(t *testing.T, queueAge func() time.Duration) (*Adaptive, *fakeTarge
 // period, while completions keep rising with it.
 func TestRampRecoversInSteps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, tgt := episode(t, nil)
+		a, tgt := episode(t)
 		floor := a.State().Ramp.Floor
 		levelSince := time.Now()
 		lastCap := a.Limit()
@@ -102,7 +102,7 @@ func TestRampRecoversInSteps(t *testing.T) {
 // of growing (a backend that gets worse with more load).
 func TestRampStepsBackWhenCompletionsFall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, _ := episode(t, nil)
+		a, _ := episode(t)
 		// Level 0 is measured at full rate; then the backend degrades: above
 		// the floor it completes far less.
 		floorRate := int(a.Limit())
@@ -135,7 +135,7 @@ func TestRampStepsBackWhenCompletionsFall(t *testing.T) {
 // When completions stop rising the ramp pauses at its level.
 func TestRampPausesWhenCompletionsFlat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, _ := episode(t, nil)
+		a, _ := episode(t)
 		n := int(a.Limit()) // the backend completes this many a window, whatever the capacity
 		for range 40 {
 			playWindow(a, 10*time.Millisecond, a.Limit(), n)
@@ -154,7 +154,7 @@ func TestRampPausesWhenCompletionsFlat(t *testing.T) {
 // rising a little pauses.
 func TestRampLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, _ := episode(t, nil)
+		a, _ := episode(t)
 		for range 5 { // measure level 0, grow to level 1
 			playWindow(a, 10*time.Millisecond, a.Limit(), int(a.Limit()))
 		}
@@ -176,15 +176,16 @@ func TestRampLatency(t *testing.T) {
 	})
 }
 
-// A queue whose oldest waiter doubles in age steps the ramp back.
+// A queue whose oldest waiter doubles in age steps the ramp back: the ramp
+// reads the age from the gate it moves.
 func TestRampQueueAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		age := 10 * time.Millisecond
-		a, _ := episode(t, func() time.Duration { return age })
+		a, gate := episode(t)
+		gate.oldest = 10 * time.Millisecond
 		for range 5 {
 			playWindow(a, 10*time.Millisecond, a.Limit(), int(a.Limit()))
 		}
-		age = 50 * time.Millisecond
+		gate.oldest = 50 * time.Millisecond
 		for range 5 {
 			playWindow(a, 10*time.Millisecond, a.Limit(), 3*int(a.Limit()))
 		}
@@ -197,7 +198,7 @@ func TestRampQueueAge(t *testing.T) {
 // Overload during the ramp aborts it and starts a new episode.
 func TestRampAbortsOnOverload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, _ := episode(t, nil)
+		a, _ := episode(t)
 		before := a.Limit()
 		playWindow(a, 4*rampSLO, a.Limit(), 10)
 		st := a.State()

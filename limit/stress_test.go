@@ -59,7 +59,7 @@ func TestConcurrentObserversStress(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recordingGate{Gate: g, a: a, window: window, min: 2, max: 64}
-	if err := a.Attach(rec); err != nil {
+	if err := a.attach(rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
@@ -154,7 +154,7 @@ func TestQueueWaitFromTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 		tgt := &fakeTarget{name: "g"}
-		if err := a.Attach(tgt); err != nil {
+		if err := a.attach(tgt); err != nil {
 			t.Fatal(err)
 		}
 		now := epoch

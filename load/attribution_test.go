@@ -30,7 +30,7 @@ func (s *gatedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	if r.URL.Path == "/metrics" {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		fmt.Fprintf(w, "# HELP sluice_admission_rejected_total Attempts refused.\n# TYPE sluice_admission_rejected_total counter\n")
+		fmt.Fprintf(w, "# HELP sluice_admission_rejected_total Attempts rejected.\n# TYPE sluice_admission_rejected_total counter\n")
 		fmt.Fprintf(w, "sluice_admission_rejected_total{gate=\"disk\",kind=\"read\",reason=\"full\"} %g\n", s.rejected)
 		fmt.Fprintf(w, "sluice_admission_rejected_total{gate=\"upstream\",kind=\"proxy\",reason=\"queue_full\"} 12\n")
 		fmt.Fprintf(w, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", s.cpu)

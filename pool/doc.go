@@ -34,12 +34,14 @@
 // In order: an idle worker takes it; else, with fewer than Core workers, a
 // new worker starts with it; else, with room in the queue, it waits there;
 // else, with fewer than Max workers, an extra worker starts with it; else
-// the Policy decides. Workers above Core leave after IdleTimeout without
+// WhenFull decides. Workers above Core leave after IdleTimeout without
 // work. So with Core 1, Max 2, Queue 1 and tasks that never finish, the
 // first task starts the core worker, the second waits in the queue, the
-// third starts the extra worker, and the fourth meets the policy.
+// third starts the extra worker, and the fourth meets WhenFull.
 //
-// # Policies, and whose problem the extra task becomes
+// # When full: whose problem the extra task becomes
+//
+// Config.WhenFull says (what executors elsewhere call a rejection policy):
 //
 //   - Abort (the default): the submitter's. Go returns a
 //     *admit.RejectedError with reason queue_full, the same error type a
@@ -53,8 +55,8 @@
 //   - DiscardOldest: the oldest queued task's; it is dropped the same way
 //     and the new one takes its place. Right for "latest value wins" work.
 //
-// A closed pool refuses every submission with reason closed, whatever the
-// policy: shutdown is never absorbed silently or run on the caller, so it
+// A closed pool refuses every submission with reason closed, whatever
+// WhenFull says: shutdown is never absorbed silently or run on the caller, so it
 // is always told apart from overload.
 //
 // # Contexts and expiry

@@ -52,10 +52,10 @@ func ExamplePool_Submit() {
 	// Output: disk full
 }
 
-// A full pool with the Discard policy drops the new task, and its Future
+// A full pool with WhenFull Discard drops the new task, and its Future
 // says so at once.
-func ExamplePolicy_discard() {
-	p, _ := pool.New(pool.Config{Core: 1, Policy: pool.Discard})
+func ExampleWhenFull_discard() {
+	p, _ := pool.New(pool.Config{Core: 1, WhenFull: pool.Discard})
 	ctx := context.Background()
 	release := make(chan struct{})
 	started := make(chan struct{})

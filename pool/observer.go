@@ -26,7 +26,7 @@ type SubmitEvent struct {
 	// Reason is why a task was not accepted: queue_full, closed, canceled
 	// or deadline. ReasonNone when Accepted.
 	Reason admit.Reason
-	// Drop is DropDiscarded when the Discard policy (or DiscardOldest
+	// Drop is DropDiscarded when Discard (or DiscardOldest
 	// with an empty queue) dropped the new task; Go returned nil.
 	Drop DropReason
 	// CallerRuns is true when the task was accepted to run on the

@@ -14,17 +14,18 @@ import (
 	"github.com/sluicehq/sluice/admit"
 )
 
-// Policy says what a saturated pool (every worker busy, queue full, no
+// WhenFull says what a saturated pool (every worker busy, queue full, no
 // room for another worker) does with one more task. A closed pool refuses
-// with admit.ReasonClosed whatever the policy: shutdown is never absorbed
+// with admit.ReasonClosed whatever WhenFull says: shutdown is never absorbed
 // silently, so callers can tell it from overload.
-type Policy uint8
+type WhenFull uint8
 
-// The rejection policies.
+// What a saturated pool does (executors elsewhere call these rejection
+// policies).
 const (
 	// Abort refuses: Go and Submit return a *admit.RejectedError with
 	// Reason admit.ReasonQueueFull. The submitter decides what to do.
-	Abort Policy = iota
+	Abort WhenFull = iota
 	// CallerRuns runs the task on the submitter's goroutine before Go
 	// returns. It slows a producer down to the pool's pace, but it also
 	// blocks whatever that goroutine was serving (an event loop, a lock
@@ -37,17 +38,17 @@ const (
 	// DiscardOldest drops the oldest queued task (DropEvicted) and queues
 	// the new one. With nothing queued (Queue 0) it discards the new task.
 	DiscardOldest
-	numPolicies
+	numWhenFull
 )
 
-var policyNames = [numPolicies]string{"abort", "caller_runs", "discard", "discard_oldest"}
+var whenFullNames = [numWhenFull]string{"abort", "caller_runs", "discard", "discard_oldest"}
 
-// String returns the policy's name, e.g. "caller_runs".
-func (p Policy) String() string {
-	if p < numPolicies {
-		return policyNames[p]
+// String returns the name, e.g. "caller_runs".
+func (p WhenFull) String() string {
+	if p < numWhenFull {
+		return whenFullNames[p]
 	}
-	return "policy(" + strconv.Itoa(int(p)) + ")"
+	return "when_full(" + strconv.Itoa(int(p)) + ")"
 }
 
 // ErrNilTask is what Go and Submit return for a nil Task; nothing is
@@ -81,9 +82,9 @@ type Config struct {
 	// it leaves. 0 means one minute; negative means it leaves as soon as
 	// it finds no work.
 	IdleTimeout time.Duration
-	// Policy is what a saturated pool does with one more task (Abort by
+	// WhenFull is what a saturated pool does with one more task (Abort by
 	// default).
-	Policy Policy
+	WhenFull WhenFull
 	// Observer, if not nil, hears every submission decision and every
 	// task's end. With an Observer the pool also measures queue and run
 	// times (two clock reads per task).
@@ -94,7 +95,7 @@ type Config struct {
 }
 
 // Pool is a bounded executor: at most Max workers, at most Queue waiting
-// tasks, and an explicit policy for the rest. Create it with New; the zero
+// tasks, and an explicit WhenFull for the rest. Create it with New; the zero
 // value is not usable. All methods are safe for concurrent use.
 //
 // A task is offered when Go or Submit is called, then either rejected
@@ -106,7 +107,7 @@ type Pool struct {
 	core, max   int
 	queueCap    int // -1: unbounded
 	idleTimeout time.Duration
-	policy      Policy
+	whenFull    WhenFull
 	obs         Observer
 	log         *slog.Logger
 	epoch       time.Time
@@ -151,8 +152,8 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Core < 0 || cfg.Max < 0 {
 		return nil, fmt.Errorf("%w: Core %d and Max %d must not be negative", ErrInvalidConfig, cfg.Core, cfg.Max)
 	}
-	if cfg.Policy >= numPolicies {
-		return nil, fmt.Errorf("%w: unknown policy %d", ErrInvalidConfig, cfg.Policy)
+	if cfg.WhenFull >= numWhenFull {
+		return nil, fmt.Errorf("%w: unknown WhenFull %d", ErrInvalidConfig, cfg.WhenFull)
 	}
 	core, maxw := cfg.Core, cfg.Max
 	if core == 0 {
@@ -173,7 +174,7 @@ func New(cfg Config) (*Pool, error) {
 		max:         maxw,
 		queueCap:    max(cfg.Queue, -1),
 		idleTimeout: cfg.IdleTimeout,
-		policy:      cfg.Policy,
+		whenFull:    cfg.WhenFull,
 		obs:         cfg.Observer,
 		log:         cfg.Logger,
 		epoch:       time.Now(),
@@ -197,7 +198,7 @@ func (p *Pool) Name() string { return p.name }
 // It returns nil when t was accepted, or, under Discard and
 // DiscardOldest, dropped (t's Drop method, if it has one, has then been
 // called). It returns a *admit.RejectedError when t was refused: reason
-// queue_full under Abort, closed after Shutdown began (any policy), and
+// queue_full under Abort, closed after Shutdown began (whatever WhenFull says), and
 // canceled or deadline when ctx had already ended. errors.Is(err,
 // admit.ErrClosed) tells shutdown from overload.
 //
@@ -274,12 +275,12 @@ func (p *Pool) Submit(ctx context.Context, t Task) (*Future, error) {
 	return f, nil
 }
 
-// refuse applies the policy to it, a task that found the pool saturated
+// refuse applies WhenFull to it, a task that found the pool saturated
 // (reason queue_full) or closed, or whose context had ended. It is called
 // with p.mu held and unlocks it.
 func (p *Pool) refuse(it item, reason admit.Reason) error {
 	switch {
-	case p.policy == CallerRuns && reason == admit.ReasonQueueFull:
+	case p.whenFull == CallerRuns && reason == admit.ReasonQueueFull:
 		p.admitted++
 		p.running++
 		p.callerRuns++
@@ -293,8 +294,8 @@ func (p *Pool) refuse(it item, reason admit.Reason) error {
 		p.mu.Unlock()
 		p.observeDone(o, d, 0, run)
 		return nil
-	case p.policy == Discard && reason == admit.ReasonQueueFull,
-		p.policy == DiscardOldest && reason == admit.ReasonQueueFull && p.q.n == 0:
+	case p.whenFull == Discard && reason == admit.ReasonQueueFull,
+		p.whenFull == DiscardOldest && reason == admit.ReasonQueueFull && p.q.n == 0:
 		p.rejected[reason]++
 		p.dropped[DropDiscarded]++
 		ev := p.submitEvent(false, reason, false)
@@ -305,7 +306,7 @@ func (p *Pool) refuse(it item, reason admit.Reason) error {
 		}
 		p.drop(it, DropDiscarded, nil)
 		return nil
-	case p.policy == DiscardOldest && reason == admit.ReasonQueueFull:
+	case p.whenFull == DiscardOldest && reason == admit.ReasonQueueFull:
 		old := p.q.pop()
 		p.count(admit.OutcomeDropped, DropEvicted)
 		it.enq = time.Since(p.epoch)
@@ -557,7 +558,7 @@ func (p *Pool) maybeDone() {
 
 // Shutdown stops the pool gracefully: from now on every submission is
 // refused with reason closed (errors.Is(err, admit.ErrClosed)), whatever
-// the policy; tasks already accepted, queued ones included, still run.
+// WhenFull says; tasks already accepted, queued ones included, still run.
 // Shutdown returns nil once every task has ended and every worker has
 // left. If ctx ends first, the tasks still queued are dropped
 // (DropClosed) and Shutdown returns ctx's error; running tasks are not

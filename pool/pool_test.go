@@ -238,12 +238,12 @@ func TestRefusalsToldApart(t *testing.T) {
 	}
 }
 
-// TestClosedRefusesWhateverThePolicy: after Shutdown, no policy absorbs a
+// TestClosedRefusesWhateverWhenFull: after Shutdown, no WhenFull absorbs a
 // submission: each returns the closed refusal, and the task never runs.
-func TestClosedRefusesWhateverThePolicy(t *testing.T) {
-	for _, policy := range []pool.Policy{pool.Abort, pool.CallerRuns, pool.Discard, pool.DiscardOldest} {
-		t.Run(policy.String(), func(t *testing.T) {
-			p := newPool(t, pool.Config{Core: 1, Policy: policy})
+func TestClosedRefusesWhateverWhenFull(t *testing.T) {
+	for _, wf := range []pool.WhenFull{pool.Abort, pool.CallerRuns, pool.Discard, pool.DiscardOldest} {
+		t.Run(wf.String(), func(t *testing.T) {
+			p := newPool(t, pool.Config{Core: 1, WhenFull: wf})
 			if err := p.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -259,7 +259,7 @@ func TestClosedRefusesWhateverThePolicy(t *testing.T) {
 // TestCallerRunsOnClosedPoolRefuses: CallerRuns is a response to
 // overload; a closed pool refuses, it does not run the task on the caller.
 func TestCallerRunsOnClosedPoolRefuses(t *testing.T) {
-	p := newPool(t, pool.Config{Core: 1, Policy: pool.CallerRuns})
+	p := newPool(t, pool.Config{Core: 1, WhenFull: pool.CallerRuns})
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestCallerRunsOnClosedPoolRefuses(t *testing.T) {
 }
 
 func TestCallerRunsRunsOnTheSubmitter(t *testing.T) {
-	p := newPool(t, pool.Config{Core: 1, Policy: pool.CallerRuns})
+	p := newPool(t, pool.Config{Core: 1, WhenFull: pool.CallerRuns})
 	l := saturate(t, p)
 	defer l.open()
 	var ranHere bool
@@ -294,11 +294,11 @@ func TestCallerRunsRunsOnTheSubmitter(t *testing.T) {
 	checkInvariants(t, s)
 }
 
-// TestDiscardedFutureCompletes: the Discard policy drops the new task,
+// TestDiscardedFutureCompletes: Discard drops the new task,
 // and its Future completes at once with the reason, so nobody waits for
 // ever on a task that will never run.
 func TestDiscardedFutureCompletes(t *testing.T) {
-	p := newPool(t, pool.Config{Core: 1, Policy: pool.Discard})
+	p := newPool(t, pool.Config{Core: 1, WhenFull: pool.Discard})
 	l := saturate(t, p)
 	defer l.open()
 	c := &counted{}
@@ -323,7 +323,7 @@ func TestDiscardedFutureCompletes(t *testing.T) {
 }
 
 func TestDiscardOldestEvictsTheHead(t *testing.T) {
-	p := newPool(t, pool.Config{Core: 1, Queue: 1, Policy: pool.DiscardOldest})
+	p := newPool(t, pool.Config{Core: 1, Queue: 1, WhenFull: pool.DiscardOldest})
 	ctx := context.Background()
 	l := saturate(t, p)
 	older, newer := &counted{}, &counted{}
@@ -351,7 +351,7 @@ func TestDiscardOldestEvictsTheHead(t *testing.T) {
 // TestDiscardOldestWithoutQueueDiscardsTheNewTask: nothing is queued to
 // evict, so the new task is the one dropped.
 func TestDiscardOldestWithoutQueueDiscardsTheNewTask(t *testing.T) {
-	p := newPool(t, pool.Config{Core: 1, Policy: pool.DiscardOldest})
+	p := newPool(t, pool.Config{Core: 1, WhenFull: pool.DiscardOldest})
 	l := saturate(t, p)
 	defer l.open()
 	c := &counted{}
@@ -639,7 +639,7 @@ func TestShutdownDeadlineDropsQueued(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	for _, cfg := range []pool.Config{
-		{Core: -1}, {Max: -1}, {Core: 3, Max: 2}, {Policy: 99},
+		{Core: -1}, {Max: -1}, {Core: 3, Max: 2}, {WhenFull: 99},
 	} {
 		if _, err := pool.New(cfg); !errors.Is(err, pool.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
@@ -650,7 +650,7 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := p.Stats()
-	if s.Core != 1 || s.Max != 1 || s.QueueCap != 0 || s.Pool != "pool" || s.Policy != pool.Abort {
+	if s.Core != 1 || s.Max != 1 || s.QueueCap != 0 || s.Pool != "pool" || s.WhenFull != pool.Abort {
 		t.Fatalf("defaults = %+v", s)
 	}
 	if err := p.Shutdown(context.Background()); err != nil {
@@ -680,7 +680,7 @@ func (r *recorder) ObserveDone(e pool.DoneEvent) {
 
 func TestObserverSeesEveryDecisionAndEnd(t *testing.T) {
 	rec := &recorder{}
-	p := newPool(t, pool.Config{Name: "obs", Core: 1, Queue: 1, Policy: pool.DiscardOldest, Observer: pool.Observers(nil, rec)})
+	p := newPool(t, pool.Config{Name: "obs", Core: 1, Queue: 1, WhenFull: pool.DiscardOldest, Observer: pool.Observers(nil, rec)})
 	ctx := context.Background()
 	l := saturate(t, p)
 	_ = p.Go(ctx, &counted{}) // queued
@@ -715,7 +715,7 @@ func TestObserverSeesEveryDecisionAndEnd(t *testing.T) {
 // right, its Future completes, and Shutdown does not hang.
 func TestGoexitInTaskIsCounted(t *testing.T) {
 	for _, callerRuns := range []bool{false, true} {
-		p := newPool(t, pool.Config{Core: 1, Queue: 1, Policy: pool.CallerRuns})
+		p := newPool(t, pool.Config{Core: 1, Queue: 1, WhenFull: pool.CallerRuns})
 		ctx := context.Background()
 		var l *latch
 		if callerRuns {

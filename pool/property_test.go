@@ -67,10 +67,10 @@ func TestEveryAcceptedTaskEndsExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		core := rapid.IntRange(1, 3).Draw(rt, "core")
 		cfg := pool.Config{
-			Core:   core,
-			Max:    core + rapid.IntRange(0, 2).Draw(rt, "extra"),
-			Queue:  rapid.IntRange(-1, 3).Draw(rt, "queue"),
-			Policy: pool.Policy(rapid.IntRange(0, 3).Draw(rt, "policy")),
+			Core:     core,
+			Max:      core + rapid.IntRange(0, 2).Draw(rt, "extra"),
+			Queue:    rapid.IntRange(-1, 3).Draw(rt, "queue"),
+			WhenFull: pool.WhenFull(rapid.IntRange(0, 3).Draw(rt, "when_full")),
 		}
 		if rapid.Bool().Draw(rt, "quick idle time-out") {
 			cfg.IdleTimeout = -1
@@ -167,9 +167,9 @@ func TestEveryAcceptedTaskEndsExactlyOnce(t *testing.T) {
 // shutdown at once, samples the invariants while they run, and then
 // checks that every accepted task ended exactly once.
 func TestConcurrentSubmitters(t *testing.T) {
-	for _, policy := range []pool.Policy{pool.Abort, pool.CallerRuns, pool.Discard, pool.DiscardOldest} {
-		t.Run(policy.String(), func(t *testing.T) {
-			p, err := pool.New(pool.Config{Core: 2, Max: 4, Queue: 8, IdleTimeout: -1, Policy: policy})
+	for _, wf := range []pool.WhenFull{pool.Abort, pool.CallerRuns, pool.Discard, pool.DiscardOldest} {
+		t.Run(wf.String(), func(t *testing.T) {
+			p, err := pool.New(pool.Config{Core: 2, Max: 4, Queue: 8, IdleTimeout: -1, WhenFull: wf})
 			if err != nil {
 				t.Fatal(err)
 			}

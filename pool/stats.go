@@ -12,7 +12,7 @@ import (
 //	Offered  = Admitted + Rejected.Total()
 //	Admitted = Completed.Total() + Queued + Running
 //
-// Counters only grow. Tasks dropped by the Discard policy are counted in
+// Counters only grow. Tasks dropped by Discard are counted in
 // Rejected (reason queue_full) and in Dropped[DropDiscarded]; accepted
 // tasks that never ran (evicted, expired, closed) are completed with
 // admit.OutcomeDropped and counted in Dropped by reason.
@@ -21,16 +21,16 @@ type Stats struct {
 	Core     int
 	Max      int
 	QueueCap int // -1 when unbounded
-	Policy   Policy
+	WhenFull WhenFull
 	Closed   bool
 
 	Offered   uint64              // every Go or Submit call
 	Admitted  uint64              // tasks accepted: started, queued, or run by the caller
-	Rejected  admit.ReasonCounts  // tasks refused, by reason
+	Rejected  admit.ReasonCounts  // tasks rejected, by reason
 	Completed admit.OutcomeCounts // accepted tasks that ended, by outcome
 	// Dropped counts tasks that never ran, by why.
 	Dropped [NumDropReasons]uint64
-	// CallerRuns counts tasks the CallerRuns policy ran on the submitter.
+	// CallerRuns counts tasks CallerRuns ran on the submitter.
 	CallerRuns uint64
 
 	Workers     int // worker goroutines alive
@@ -55,7 +55,7 @@ func (p *Pool) Stats() Stats {
 		Core:        p.core,
 		Max:         p.max,
 		QueueCap:    p.queueCap,
-		Policy:      p.policy,
+		WhenFull:    p.whenFull,
 		Closed:      p.closed,
 		Offered:     p.offered,
 		Admitted:    p.admitted,

@@ -26,8 +26,9 @@ type Func func(ctx context.Context) error
 func (f Func) Run(ctx context.Context) error { return f(ctx) }
 
 // Dropper is implemented by tasks that want to hear that they will never
-// run: discarded by the rejection policy, evicted from the queue by a newer
-// task, expired in the queue, or left in the queue when Shutdown gave up.
+// run: discarded because the pool was full (WhenFull), evicted from the
+// queue by a newer task, expired in the queue, or left in the queue when
+// Shutdown gave up.
 // Drop is called exactly once, instead of Run, on the goroutine that
 // dropped the task; err is a *DroppedError. Fire-and-forget tasks submitted
 // with Pool.Go use it to release what they hold; Future uses it so nobody
@@ -46,7 +47,7 @@ type DropReason uint8
 // The reasons a task is dropped.
 const (
 	DropNone      DropReason = iota // not dropped
-	DropDiscarded                   // refused by the Discard policy (or DiscardOldest with nothing queued)
+	DropDiscarded                   // dropped by Discard (or DiscardOldest with nothing queued)
 	DropEvicted                     // removed from the queue by DiscardOldest to make room
 	DropExpired                     // its context ended while it was queued
 	DropClosed                      // still queued when Shutdown's context ended

@@ -7,9 +7,9 @@ import (
 	"github.com/sluicehq/sluice/breaker"
 )
 
-// BreakerMetrics exports circuit breakers, read from Breaker.Stats at
-// scrape time. It is a prometheus.Collector. The zero value is not usable;
-// call NewBreakerMetrics. Safe for concurrent use.
+// breakerMetrics is the part of Metrics that exports circuit breakers
+// (Metrics.Add of a breaker or a breaker.Group), read from Breaker.Stats
+// at scrape time. Safe for concurrent use.
 //
 // Metrics (breaker = breaker.Config.Name; state, from, to = closed, open,
 // half_open; every state and transition is exported, zero included):
@@ -17,26 +17,27 @@ import (
 //	sluice_breaker_state{breaker,state}             1 for the current state, 0 for the others
 //	sluice_breaker_transitions_total{breaker,from,to}
 //	sluice_breaker_allowed_total{breaker}           calls let through (probes included)
-//	sluice_breaker_rejected_total{breaker}          calls refused (open, or half-open with every probe slot taken)
-type BreakerMetrics struct {
+//	sluice_breaker_rejected_total{breaker}          calls rejected (open, or half-open with every probe slot taken)
+type breakerMetrics struct {
 	mu       sync.Mutex
 	breakers []*breaker.Breaker
+	groups   []*breaker.Group // every breaker in them, as of each scrape
 
 	state, transitions, allowed, rejected *prometheus.Desc
 }
 
-// NewBreakerMetrics returns an empty BreakerMetrics; Add breakers to it.
-func NewBreakerMetrics() *BreakerMetrics {
-	return &BreakerMetrics{
+// newBreakerMetrics returns an empty breakerMetrics.
+func newBreakerMetrics() *breakerMetrics {
+	return &breakerMetrics{
 		state:       prometheus.NewDesc("sluice_breaker_state", "1 for the breaker's current state, 0 for the others.", []string{"breaker", "state"}, nil),
 		transitions: prometheus.NewDesc("sluice_breaker_transitions_total", "State changes, by from and to state.", []string{"breaker", "from", "to"}, nil),
 		allowed:     prometheus.NewDesc("sluice_breaker_allowed_total", "Calls the breaker let through, half-open probes included.", []string{"breaker"}, nil),
-		rejected:    prometheus.NewDesc("sluice_breaker_rejected_total", "Calls the breaker refused.", []string{"breaker"}, nil),
+		rejected:    prometheus.NewDesc("sluice_breaker_rejected_total", "Calls the breaker rejected.", []string{"breaker"}, nil),
 	}
 }
 
-// Add exports b. Adding the same breaker twice is a no-op.
-func (m *BreakerMetrics) Add(b *breaker.Breaker) {
+// add exports b. Adding the same breaker twice is a no-op.
+func (m *breakerMetrics) add(b *breaker.Breaker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, have := range m.breakers {
@@ -47,8 +48,45 @@ func (m *BreakerMetrics) Add(b *breaker.Breaker) {
 	m.breakers = append(m.breakers, b)
 }
 
+// addGroup exports every breaker g has at each scrape (its overflow
+// breaker included, once it exists). Adding the same group twice is a
+// no-op.
+func (m *breakerMetrics) addGroup(g *breaker.Group) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, have := range m.groups {
+		if have == g {
+			return
+		}
+	}
+	m.groups = append(m.groups, g)
+}
+
+// all returns the breakers to export now: those added, then the groups'.
+func (m *breakerMetrics) all() []*breaker.Breaker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := append([]*breaker.Breaker(nil), m.breakers...)
+	for _, g := range m.groups {
+		out = append(out, groupBreakers(g)...)
+	}
+	return out
+}
+
+// groupBreakers returns g's breakers: one per key, and the overflow one.
+func groupBreakers(g *breaker.Group) []*breaker.Breaker {
+	var out []*breaker.Breaker
+	for _, b := range g.All() {
+		out = append(out, b)
+	}
+	if o := g.Overflow(); o != nil {
+		out = append(out, o)
+	}
+	return out
+}
+
 // Describe implements prometheus.Collector.
-func (m *BreakerMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *breakerMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.state
 	ch <- m.transitions
 	ch <- m.allowed
@@ -56,11 +94,8 @@ func (m *BreakerMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (m *BreakerMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.mu.Lock()
-	breakers := append([]*breaker.Breaker(nil), m.breakers...)
-	m.mu.Unlock()
-	for _, b := range breakers {
+func (m *breakerMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range m.all() {
 		s, n := b.Stats(), b.Name()
 		for st := range breaker.State(breaker.NumStates) {
 			v := 0.0

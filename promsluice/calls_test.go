@@ -42,25 +42,24 @@ func TestRetryAndBreakerMetrics(t *testing.T) {
 	}
 
 	reg := prometheus.NewPedanticRegistry()
-	rm, bm := promsluice.NewRetryMetrics(), promsluice.NewBreakerMetrics()
-	rm.Add(p)
-	rm.Add(p)
-	bm.Add(b)
-	bm.Add(b)
-	reg.MustRegister(rm, bm)
+	m := promsluice.NewMetrics()
+	if err := m.Add(p, p, b, b); err != nil { // twice is a no-op
+		t.Fatal(err)
+	}
+	reg.MustRegister(m)
 	want := `
 # HELP sluice_breaker_state 1 for the breaker's current state, 0 for the others.
 # TYPE sluice_breaker_state gauge
 sluice_breaker_state{breaker="up",state="closed"} 0
 sluice_breaker_state{breaker="up",state="half_open"} 0
 sluice_breaker_state{breaker="up",state="open"} 1
-# HELP sluice_breaker_rejected_total Calls the breaker refused.
+# HELP sluice_breaker_rejected_total Calls the breaker rejected.
 # TYPE sluice_breaker_rejected_total counter
 sluice_breaker_rejected_total{breaker="up"} 1
 # HELP sluice_retry_attempts_total Attempts sent to the upstream, first attempts included.
 # TYPE sluice_retry_attempts_total counter
 sluice_retry_attempts_total{policy="up"} 4
-# HELP sluice_retry_breaker_open_total Attempts refused by the policy's circuit breaker.
+# HELP sluice_retry_breaker_open_total Attempts rejected by the policy's circuit breaker.
 # TYPE sluice_retry_breaker_open_total counter
 sluice_retry_breaker_open_total{policy="up"} 1
 # HELP sluice_retry_retries_total Retries decided (each followed by a wait and an attempt unless the caller left).
@@ -72,10 +71,15 @@ sluice_retry_retries_total{policy="up"} 2
 		"sluice_retry_breaker_open_total", "sluice_retry_retries_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(bm, "sluice_breaker_transitions_total"); n != 6 {
+	if n := testutil.CollectAndCount(m, "sluice_breaker_transitions_total"); n != 6 {
 		t.Fatalf("%d transition series, want 6 (every from/to pair)", n)
 	}
-	if n := testutil.CollectAndCount(rm, "sluice_retry_retry_after_total"); n != 2 {
+	if n := testutil.CollectAndCount(m, "sluice_retry_retry_after_total"); n != 2 {
 		t.Fatalf("%d retry_after series, want 2 (honored, refused)", n)
+	}
+	// The breaker's refusal is an attempt rejected, attributable like a
+	// gate's: under its name, reason breaker_open.
+	if got := testutil.ToFloat64(collectorFor(t, reg, "sluice_admission_rejected_total", `gate="up"`, `reason="breaker_open"`)); got != 1 {
+		t.Fatalf("sluice_admission_rejected_total{gate=up,reason=breaker_open} = %v, want 1", got)
 	}
 }

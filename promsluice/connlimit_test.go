@@ -75,7 +75,7 @@ sluice_accept_errors_total{kind="other"} 0
 # HELP sluice_connections_accepted_total Connections accepted under the limit.
 # TYPE sluice_connections_accepted_total counter
 sluice_connections_accepted_total 1
-# HELP sluice_connections_busy_write_errors_total Refused connections whose busy reply could not be written.
+# HELP sluice_connections_busy_write_errors_total Rejected connections whose busy reply could not be written.
 # TYPE sluice_connections_busy_write_errors_total counter
 sluice_connections_busy_write_errors_total 0
 # HELP sluice_connections_closed_header_timeout_total Connections closed because request headers did not arrive within the header timeout.
@@ -93,7 +93,7 @@ sluice_connections_open 1
 # HELP sluice_connections_refusing Refused connections still being answered and closed.
 # TYPE sluice_connections_refusing gauge
 sluice_connections_refusing 0
-# HELP sluice_connections_rejected_total Connections refused with a busy reply, by reason.
+# HELP sluice_connections_rejected_total Connections rejected with a busy reply, by reason.
 # TYPE sluice_connections_rejected_total counter
 sluice_connections_rejected_total{reason="max_conns"} 1
 `

@@ -1,27 +1,37 @@
 // Package promsluice exports sluice's counters to Prometheus, so the core
-// packages (admit, connlimit, quota, limit, retry, breaker) never import
-// client_golang.
+// packages (admit, connlimit, quota, limit, retry, breaker, pool) never
+// import client_golang.
 //
 // # Usage
 //
-// A gate observed and exported in one step:
+// One Metrics meters everything a service builds: gates built with its
+// NewGate (observed and exported in one step), and whatever else the
+// service built, in one call to Add:
 //
-//	reg := prometheus.NewRegistry()
-//	db, err := promsluice.NewGate(reg, admit.Config{
-//		Name: "db", Capacity: 8, MaxWaiters: 16, MaxWait: 100 * time.Millisecond,
-//	})
+//	m := promsluice.NewMetrics()
+//	db, err := m.NewGate(admit.Config{Name: "db", Capacity: 8, MaxWaiters: 16, MaxWait: 100 * time.Millisecond})
+//	perClient, err := quota.New(quota.Config{Name: "per-client", Rate: 50, Burst: 100})
+//	users, err := breaker.New(breaker.Config{Name: "users-api"})
+//	err = m.Add(perClient, users) // and adaptive limits, fleet quotas, breaker groups, retry policies, pools
+//	reg.MustRegister(m)
 //
-// More gates on the same registry share one collector: call NewGate
-// again. With package server, which owns its registry, build the gates on
-// a GateMetrics and hand both over:
+// With package server, which owns its registry, hand the Metrics over
+// instead of registering it:
 //
-//	gm := promsluice.NewGateMetrics()
-//	db, err := gm.NewGate(admit.Config{Name: "db", Capacity: 8})
-//	srv, err := server.Listen(ctx, server.Config{Gates: gm.Gates(), GateMetrics: gm, ...})
+//	srv, err := server.Listen(ctx, server.Config{Gates: m.Gates(), Metrics: m, ...})
 //
-// The other collectors (NewConnMetrics, NewQuotaMetrics, NewLimitMetrics,
-// NewRetryMetrics, NewBreakerMetrics, NewCacheMetrics) read their source's
-// Stats at scrape time and are registered like any collector.
+// Counters and gauges are read from each part's Stats at scrape time: the
+// parts already count them, so exporting costs nothing between scrapes
+// and can never drift from what the parts say in /state. Histograms need
+// every sample, so Metrics is also an admit.Observer (and a pool.Observer),
+// and a gate feeds the histograms only if it was built with it as its
+// Observer: that is why NewGate exists, and why limit.NewGate keeps the
+// Observer of the admit.Config it is given. Add of a gate built without it
+// exports counters only.
+//
+// NewConnMetrics (a listener's connection limit, which package server
+// exports itself) and NewCacheMetrics (a content cache) are collectors of
+// their own.
 //
 // # Gate metrics
 //
@@ -45,25 +55,25 @@
 //	sluice_admission_peak_in_use{gate}
 //	sluice_admission_misuse_total{gate}
 //
-// # Refusals made outside gates
+// # Rejections made outside gates
 //
-// A quota, a breaker or a retry policy refuses without a gate, yet `sluice
-// load --metrics` attributes a refusal only through
-// sluice_admission_rejected_total. GateMetrics.AddRefusals adds such
-// refusals to that family (QuotaRefusals reads quotas' Stats for it), so
-// one collector owns the family and a series two sources report is
-// summed, never exported twice:
+// A quota or a breaker rejects without a gate, yet `sluice load --metrics`
+// attributes a refusal only through sluice_admission_rejected_total. So
+// Add counts a quota's rejections there under the quota's name (reason
+// rate, full or breaker_open) and a breaker's under the breaker's
+// (breaker_open): the gate and reason their refusals carry. Metrics owns
+// that family, so a series two sources report is summed, never exported
+// twice. AddRefusals adds other sources (a proxy's answers for its retry
+// policy, say).
 //
-//	gm.AddRefusals(promsluice.QuotaRefusals(perClient.Stats))
+// # The other families
 //
-// # Design
+//	sluice_limit_*     adaptive limits: capacity, latency, baseline, SLO budget, decisions, ramp
+//	sluice_quota_*     quotas: allowed, limited (429), refused otherwise, keys, evictions, mode
+//	sluice_breaker_*   breakers: state, transitions, allowed, rejected
+//	sluice_retry_*     retry policies: attempts, retries, budget exhausted, throttled, ...
+//	sluice_pool_*      pools: offered, admitted, rejected, completed, workers, queue
 //
-// Counters and gauges are read from each gate's Stats snapshot at scrape
-// time: the gate already counts them, so exporting them costs nothing
-// between scrapes and can never drift from what the gate says in /state.
-// Histograms need every sample, so GateMetrics is also an admit.Observer,
-// and a gate feeds the histograms only if it was built with it as its
-// Observer. That is why NewGate exists: Add alone exports counters, and a
-// gate built without the Observer has no histograms. Both paths are
-// tested; NewGate cannot forget either step.
+// docs/limit.md, docs/quota.md, docs/calls.md and docs/pool.md list each
+// family's series and labels.
 package promsluice

@@ -1,12 +1,12 @@
 package promsluice
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/pool"
 )
 
 // DefaultLatencyBuckets are the wait and hold histogram buckets, in
@@ -17,17 +17,27 @@ var DefaultLatencyBuckets = []float64{
 	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 }
 
-// GateMetrics exports admit gates. It is a prometheus.Collector (counters
-// and gauges read from Gate.Stats at scrape time) and an admit.Observer
-// (wait and hold histograms). The zero value is not usable; call
-// NewGateMetrics. Safe for concurrent use.
-type GateMetrics struct {
+// Metrics exports everything a service builds with sluice: gates,
+// adaptive limits, quotas, breakers, retry policies and pools (see Add).
+// It is one prometheus.Collector (counters and gauges read from each
+// part's Stats at scrape time), an admit.Observer (the gates' wait and
+// hold histograms) and a pool.Observer (the pools' queue-wait and
+// run-time histograms). The zero value is not usable; call NewMetrics.
+// Safe for concurrent use.
+type Metrics struct {
 	wait *prometheus.HistogramVec
 	hold *prometheus.HistogramVec
 
 	mu       sync.Mutex
 	gates    []*admit.Gate
-	refusals []func() []Refusal // AddRefusals
+	refusals []func() []Refusal // AddRefusals, and the quotas' and breakers' own
+	added    map[any]bool       // parts Add has seen (pointers only)
+
+	limits   *limitMetrics
+	quotas   *quotaMetrics
+	breakers *breakerMetrics
+	retries  *retryMetrics
+	pools    *poolMetrics
 
 	offered, admitted, rejected, completed    *prometheus.Desc
 	inflight, waiting, capacity, peak, misuse *prometheus.Desc
@@ -36,11 +46,16 @@ type GateMetrics struct {
 	classInUse, classWaiting                  *prometheus.Desc
 }
 
-// NewGateMetrics returns an empty GateMetrics. Build gates with its
-// NewGate method (observed and exported in one step), or Add gates built
-// with it as their Observer.
-func NewGateMetrics() *GateMetrics {
-	return &GateMetrics{
+// NewMetrics returns an empty Metrics. Build gates with its NewGate
+// method (observed and exported in one step), and Add everything else.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		added:    map[any]bool{},
+		limits:   newLimitMetrics(),
+		quotas:   newQuotaMetrics(),
+		breakers: newBreakerMetrics(),
+		retries:  newRetryMetrics(),
+		pools:    newPoolMetrics(),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_admission_wait_seconds",
 			Help:    "Time callers spent queued for a slot, admitted or not.",
@@ -53,7 +68,7 @@ func NewGateMetrics() *GateMetrics {
 		}, []string{"gate", "kind"}),
 		offered:   prometheus.NewDesc("sluice_admission_offered_total", "Attempts that reached the gate.", []string{"gate", "kind"}, nil),
 		admitted:  prometheus.NewDesc("sluice_admission_admitted_total", "Attempts that got a slot.", []string{"gate", "kind"}, nil),
-		rejected:  prometheus.NewDesc("sluice_admission_rejected_total", "Attempts refused, by reason.", []string{"gate", "kind", "reason"}, nil),
+		rejected:  prometheus.NewDesc("sluice_admission_rejected_total", "Attempts rejected, by reason.", []string{"gate", "kind", "reason"}, nil),
 		completed: prometheus.NewDesc("sluice_admission_completed_total", "Admitted work that ended, by outcome.", []string{"gate", "kind", "outcome"}, nil),
 		inflight:  prometheus.NewDesc("sluice_admission_inflight", "Admitted work not yet completed.", []string{"gate"}, nil),
 		waiting:   prometheus.NewDesc("sluice_admission_waiting", "Attempts queued and not yet decided.", []string{"gate"}, nil),
@@ -63,7 +78,7 @@ func NewGateMetrics() *GateMetrics {
 		oldestWait: prometheus.NewDesc("sluice_admission_oldest_wait_seconds",
 			"How long the oldest caller still queued has waited (0: nobody queued). A value that keeps growing means the queue is not moving.", []string{"gate"}, nil),
 		classAdmitted: prometheus.NewDesc("sluice_admission_class_admitted_total", "Attempts that got a slot, by priority class (exported once a gate sees a class other than the default).", []string{"gate", "class"}, nil),
-		classRejected: prometheus.NewDesc("sluice_admission_class_rejected_total", "Attempts refused, by priority class and reason.", []string{"gate", "class", "reason"}, nil),
+		classRejected: prometheus.NewDesc("sluice_admission_class_rejected_total", "Attempts rejected, by priority class and reason.", []string{"gate", "class", "reason"}, nil),
 		classInUse:    prometheus.NewDesc("sluice_admission_class_in_use", "Slots held, by priority class.", []string{"gate", "class"}, nil),
 		classWaiting:  prometheus.NewDesc("sluice_admission_class_waiting", "Attempts queued, by priority class.", []string{"gate", "class"}, nil),
 	}
@@ -73,7 +88,7 @@ func NewGateMetrics() *GateMetrics {
 // cfg.Observer, if any) and adds it to m: its counters, gauges and both
 // histograms are exported from then on. It returns admit.New's error, or
 // an error if m already exports a gate of the same name.
-func (m *GateMetrics) NewGate(cfg admit.Config) (*admit.Gate, error) {
+func (m *Metrics) NewGate(cfg admit.Config) (*admit.Gate, error) {
 	if cfg.Observer != admit.Observer(m) {
 		cfg.Observer = admit.Observers(cfg.Observer, m)
 	}
@@ -81,90 +96,72 @@ func (m *GateMetrics) NewGate(cfg admit.Config) (*admit.Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, have := range m.gates {
-		if have.Name() == g.Name() {
-			return nil, fmt.Errorf("promsluice: a gate named %q is already exported here; its series would clash", g.Name())
-		}
+	if err := m.addGate(g); err != nil {
+		g.Close()
+		return nil, err
 	}
-	m.gates = append(m.gates, g)
 	return g, nil
 }
 
 // Gates returns the gates m exports, in the order they were added: what
 // server.Config.Gates wants.
-func (m *GateMetrics) Gates() []*admit.Gate {
+func (m *Metrics) Gates() []*admit.Gate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]*admit.Gate(nil), m.gates...)
 }
 
-// NewGate builds a gate from cfg, observed and exported on reg, in one
-// step: it registers a GateMetrics on reg, or reuses the one a previous
-// NewGate registered there, and builds the gate with it (see
-// GateMetrics.NewGate). Gates with the same Name on one registry would
-// export clashing series; give each its own.
-func NewGate(reg prometheus.Registerer, cfg admit.Config) (*admit.Gate, error) {
-	if reg == nil {
-		return nil, errors.New("promsluice: NewGate with a nil Registerer")
-	}
-	m := NewGateMetrics()
-	if err := reg.Register(m); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		have, ok := (*GateMetrics)(nil), false
-		if errors.As(err, &are) {
-			have, ok = are.ExistingCollector.(*GateMetrics)
-		}
-		if !ok {
-			return nil, fmt.Errorf("promsluice: registering gate metrics: %w", err)
-		}
-		m = have
-	}
-	return m.NewGate(cfg)
-}
-
-// Add exports g's counters and gauges. Its wait and hold histograms are
-// exported only if g was built with m as its Observer (NewGate does
-// both). Adding the same gate twice is a no-op.
-func (m *GateMetrics) Add(g *admit.Gate) {
+// addGate exports g's counters and gauges. Its wait and hold histograms
+// are exported only if g was built with m as its Observer (NewGate does
+// both). Adding the same gate twice is a no-op; another gate of the same
+// name is an error, as their series would clash.
+func (m *Metrics) addGate(g *admit.Gate) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, have := range m.gates {
 		if have == g {
-			return
+			return nil
+		}
+		if have.Name() == g.Name() {
+			return fmt.Errorf("promsluice: a gate named %q is already exported here; its series would clash", g.Name())
 		}
 	}
 	m.gates = append(m.gates, g)
+	return nil
 }
 
 // ObserveAdmission records the wait of callers that were queued. A nil
-// *GateMetrics observes nothing (admit.New also treats one as no observer).
-func (m *GateMetrics) ObserveAdmission(e admit.AdmissionEvent) {
+// *Metrics observes nothing (admit.New also treats one as no observer).
+func (m *Metrics) ObserveAdmission(e admit.AdmissionEvent) {
 	if m != nil && e.Wait > 0 {
 		m.wait.WithLabelValues(e.Gate, e.Kind).Observe(e.Wait.Seconds())
 	}
 }
 
 // ObserveCompletion records the hold time of work that produced a sample.
-func (m *GateMetrics) ObserveCompletion(e admit.CompletionEvent) {
+func (m *Metrics) ObserveCompletion(e admit.CompletionEvent) {
 	if m != nil && e.Sample() {
 		m.hold.WithLabelValues(e.Gate, e.Kind).Observe(e.Hold.Seconds())
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (m *GateMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.offered, m.admitted, m.rejected, m.completed, m.inflight, m.waiting, m.capacity, m.peak, m.misuse,
 		m.oldestWait, m.classAdmitted, m.classRejected, m.classInUse, m.classWaiting} {
 		ch <- d
 	}
 	m.wait.Describe(ch)
 	m.hold.Describe(ch)
+	m.limits.Describe(ch)
+	m.quotas.Describe(ch)
+	m.breakers.Describe(ch)
+	m.retries.Describe(ch)
+	m.pools.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
-func (m *GateMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	gates := append([]*admit.Gate(nil), m.gates...)
 	m.mu.Unlock()
@@ -209,6 +206,11 @@ func (m *GateMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.wait.Collect(ch)
 	m.hold.Collect(ch)
+	m.limits.Collect(ch)
+	m.quotas.Collect(ch)
+	m.breakers.Collect(ch)
+	m.retries.Collect(ch)
+	m.pools.Collect(ch)
 }
 
 // classesUsed reports whether the gate has seen a class other than the
@@ -224,6 +226,7 @@ func classesUsed(s *admit.Stats) bool {
 }
 
 var (
-	_ prometheus.Collector = (*GateMetrics)(nil)
-	_ admit.Observer       = (*GateMetrics)(nil)
+	_ prometheus.Collector = (*Metrics)(nil)
+	_ admit.Observer       = (*Metrics)(nil)
+	_ pool.Observer        = (*Metrics)(nil)
 )

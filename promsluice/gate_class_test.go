@@ -13,9 +13,9 @@ import (
 	"github.com/sluicehq/sluice/promsluice"
 )
 
-func TestGateMetricsOldestWaitAndClasses(t *testing.T) {
+func TestMetricsOldestWaitAndClasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := promsluice.NewGateMetrics()
+		m := promsluice.NewMetrics()
 		g, err := admit.New(admit.Config{Name: "disk", Capacity: 1, MaxWaiters: 4, MaxWait: time.Second})
 		if err != nil {
 			t.Fatal(err)

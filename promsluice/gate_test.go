@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice/promsluice"
 )
 
-func TestGateMetricsExportsCountersAndHistograms(t *testing.T) {
-	m := promsluice.NewGateMetrics()
+func TestMetricsExportsCountersAndHistograms(t *testing.T) {
+	m := promsluice.NewMetrics()
 	g, err := admit.New(admit.Config{Name: "disk", Capacity: 1, Kinds: []string{"read"}, Observer: m})
 	if err != nil {
 		t.Fatal(err)
@@ -101,10 +101,10 @@ func collectorFor(t *testing.T, reg *prometheus.Registry, name string, match ...
 	return nil
 }
 
-// A nil *GateMetrics passed as an Observer (a typed nil in the interface)
+// A nil *Metrics passed as an Observer (a typed nil in the interface)
 // must not panic on the first event.
-func TestNilGateMetricsObservesNothing(t *testing.T) {
-	var m *promsluice.GateMetrics
+func TestNilMetricsObservesNothing(t *testing.T) {
+	var m *promsluice.Metrics
 	m.ObserveAdmission(admit.AdmissionEvent{Wait: 1})
 	m.ObserveCompletion(admit.CompletionEvent{Hold: 1})
 	g, err := admit.New(admit.Config{Observer: m, MaxWaiters: 1})

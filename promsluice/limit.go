@@ -7,15 +7,15 @@ import (
 	"github.com/sluicehq/sluice/limit"
 )
 
-// LimitMetrics exports adaptive limits (package limit): the current limit,
+// limitMetrics exports adaptive limits (package limit): the current limit,
 // the law's inputs, decisions by kind, and the recovery ramp. Everything is
 // read from Adaptive.State at scrape time, so it never drifts from /state.
-// The zero value is not usable; call NewLimitMetrics. Safe for concurrent
-// use.
+// It is the part of Metrics that Metrics.Add of an Adaptive feeds. Safe
+// for concurrent use.
 //
 // Labels: gate (the attached gate's name), law (aimd, vegas, gradient2)
 // and decision (limit.Decision's bounded names).
-type LimitMetrics struct {
+type limitMetrics struct {
 	mu    sync.Mutex
 	limit []*limit.Adaptive
 
@@ -25,11 +25,11 @@ type LimitMetrics struct {
 	rampActive, rampLevel, rampSteps, rampTarget            *prometheus.Desc
 }
 
-// NewLimitMetrics returns an empty LimitMetrics; Add adaptive limits to it.
-func NewLimitMetrics() *LimitMetrics {
+// newLimitMetrics returns an empty limitMetrics.
+func newLimitMetrics() *limitMetrics {
 	gl := []string{"gate", "law"}
 	g := []string{"gate"}
-	return &LimitMetrics{
+	return &limitMetrics{
 		capacity:   prometheus.NewDesc("sluice_limit_capacity", "Capacity the adaptive limit last set on the gate, in slots.", gl, nil),
 		latency:    prometheus.NewDesc("sluice_limit_latency_seconds", "The last window's latency measure (a quantile of hold times, or the signal).", gl, nil),
 		baseline:   prometheus.NewDesc("sluice_limit_baseline_seconds", "The law's learned unloaded latency.", gl, nil),
@@ -48,8 +48,8 @@ func NewLimitMetrics() *LimitMetrics {
 	}
 }
 
-// Add exports a's state. Adding the same Adaptive twice is a no-op.
-func (m *LimitMetrics) Add(a *limit.Adaptive) {
+// add exports a's state. Adding the same Adaptive twice is a no-op.
+func (m *limitMetrics) add(a *limit.Adaptive) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, have := range m.limit {
@@ -61,7 +61,7 @@ func (m *LimitMetrics) Add(a *limit.Adaptive) {
 }
 
 // Describe implements prometheus.Collector.
-func (m *LimitMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *limitMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.capacity, m.latency, m.baseline, m.ceiling, m.overload, m.episode,
 		m.tail, m.wait, m.budget, m.decisions, m.windows, m.rampActive, m.rampLevel, m.rampSteps, m.rampTarget} {
 		ch <- d
@@ -76,7 +76,7 @@ func boolValue(b bool) float64 {
 }
 
 // Collect implements prometheus.Collector.
-func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *limitMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	all := append([]*limit.Adaptive(nil), m.limit...)
 	m.mu.Unlock()
@@ -105,4 +105,4 @@ func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-var _ prometheus.Collector = (*LimitMetrics)(nil)
+var _ prometheus.Collector = (*limitMetrics)(nil)

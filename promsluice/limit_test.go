@@ -16,20 +16,15 @@ func TestLimitMetricsExportsState(t *testing.T) {
 	var now time.Time
 	clock := func() time.Time { return now }
 	now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a, err := limit.New(limit.Config{Law: &limit.AIMD{}, Initial: 10, SLO: 50 * time.Millisecond, Now: clock})
+	g, a, err := limit.NewGate(admit.Config{Name: "upstream", Capacity: 10},
+		&limit.Config{Law: &limit.AIMD{}, Initial: 10, SLO: 50 * time.Millisecond, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := admit.New(admit.Config{Name: "upstream", Capacity: 10, Observer: a})
-	if err != nil {
+	m := promsluice.NewMetrics()
+	if err := m.Add(a, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Attach(g); err != nil {
-		t.Fatal(err)
-	}
-	m := promsluice.NewLimitMetrics()
-	m.Add(a)
-	m.Add(a)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 

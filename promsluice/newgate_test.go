@@ -11,7 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/quota"
 )
 
 // countingObserver counts admissions, to show NewGate keeps an Observer
@@ -21,20 +23,22 @@ type countingObserver struct{ admissions int }
 func (c *countingObserver) ObserveAdmission(admit.AdmissionEvent)   { c.admissions++ }
 func (c *countingObserver) ObserveCompletion(admit.CompletionEvent) {}
 
-// NewGate on a registry is the one step: counters, gauges and both
-// histograms appear without an Add or an Observer, and a second gate on
-// the same registry reuses the first one's collector.
+// Metrics.NewGate is the one step for a gate: counters, gauges and both
+// histograms appear without an Add or an Observer, and the caller's own
+// Observer keeps its events.
 func TestNewGateWiresEverythingInOneStep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewPedanticRegistry()
+		m := promsluice.NewMetrics()
+		reg.MustRegister(m)
 		own := &countingObserver{}
-		db, err := promsluice.NewGate(reg, admit.Config{Name: "db", Capacity: 1, MaxWaiters: 1, Observer: own})
+		db, err := m.NewGate(admit.Config{Name: "db", Capacity: 1, MaxWaiters: 1, Observer: own})
 		if err != nil {
 			t.Fatal(err)
 		}
-		up, err := promsluice.NewGate(reg, admit.Config{Name: "upstream"})
+		up, err := m.NewGate(admit.Config{Name: "upstream"})
 		if err != nil {
-			t.Fatalf("second gate on one registry: %v", err)
+			t.Fatalf("second gate: %v", err)
 		}
 
 		p, err := db.TryAcquire()
@@ -120,31 +124,54 @@ func itoa(n uint64) string {
 	}
 }
 
-func TestNewGateErrors(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	if _, err := promsluice.NewGate(reg, admit.Config{MaxWait: time.Second}); err == nil {
+func TestNewGateAndAddErrors(t *testing.T) {
+	m := promsluice.NewMetrics()
+	if _, err := m.NewGate(admit.Config{MaxWait: time.Second}); err == nil {
 		t.Error("a config admit.New refuses was accepted")
 	}
-	if _, err := promsluice.NewGate(reg, admit.Config{Name: "db"}); err != nil {
+	db, err := m.NewGate(admit.Config{Name: "db"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := promsluice.NewGate(reg, admit.Config{Name: "db"}); err == nil || !strings.Contains(err.Error(), `"db"`) {
+	if _, err := m.NewGate(admit.Config{Name: "db"}); err == nil || !strings.Contains(err.Error(), `"db"`) {
 		t.Errorf("second gate named db: err = %v, want a clash", err)
 	}
-	if _, err := promsluice.NewGate(nil, admit.Config{}); err == nil {
-		t.Error("nil Registerer accepted")
+	other, _ := admit.New(admit.Config{Name: "db"})
+	if err := m.Add(other); err == nil || !strings.Contains(err.Error(), `"db"`) {
+		t.Errorf("Add of another gate named db: err = %v, want a clash", err)
+	}
+	if err := m.Add(db); err != nil {
+		t.Errorf("Add of a gate m already exports: %v, want a no-op", err)
+	}
+	var nilBreaker *breaker.Breaker
+	var nilQuota *quota.Quota
+	q, _ := quota.New(quota.Config{Name: "q"})
+	for _, bad := range []any{"db", 42, nilBreaker, nilQuota, nil} {
+		if err := m.Add(q, bad); err == nil {
+			t.Errorf("Add(%#v) accepted", bad)
+		}
+	}
+	if got := len(m.Gates()); got != 1 {
+		t.Errorf("%d gates exported after the refused Adds, want 1", got)
+	}
+	// A refused Add adds nothing, the quota listed before the bad part
+	// included.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	if n, err := testutil.GatherAndCount(reg, "sluice_quota_allowed_total"); err != nil || n != 0 {
+		t.Errorf("quota series after a refused Add: %d (%v), want 0", n, err)
 	}
 	// A registry that already holds a different collector with these
 	// names is an error, not a silent loss of metrics.
 	clash := prometheus.NewRegistry()
 	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_admission_capacity", Help: "x"}))
-	if _, err := promsluice.NewGate(clash, admit.Config{}); err == nil {
+	if err := clash.Register(promsluice.NewMetrics()); err == nil {
 		t.Error("registering over a clashing collector succeeded")
 	}
 }
 
-func TestGateMetricsNewGateAndGates(t *testing.T) {
-	m := promsluice.NewGateMetrics()
+func TestMetricsNewGateAndGates(t *testing.T) {
+	m := promsluice.NewMetrics()
 	a, err := m.NewGate(admit.Config{Name: "a"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,12 +12,11 @@ import (
 // exported, so the rejected series stay few.
 var poolReasons = []admit.Reason{admit.ReasonQueueFull, admit.ReasonClosed, admit.ReasonCanceled, admit.ReasonDeadline}
 
-// PoolMetrics exports pool.Pool executors. Like GateMetrics it is a
-// prometheus.Collector (counters and gauges read from Pool.Stats at
-// scrape time, so they cannot drift from the pool's own counts) and an
-// observer (pool.Observer) for the queue-wait and run-time histograms:
-// pass it as pool.Config.Observer. The zero value is not usable; call
-// NewPoolMetrics. Safe for concurrent use.
+// poolMetrics is the part of Metrics that exports pool.Pool executors
+// (Metrics.Add of a pool): counters and gauges read from Pool.Stats at
+// scrape time, so they cannot drift from the pool's own counts, and the
+// queue-wait and run-time histograms of pools whose pool.Config.Observer
+// is the Metrics. Safe for concurrent use.
 //
 // Metrics (labels are closed sets: reason = queue_full, closed, canceled,
 // deadline; outcome = admit's outcomes; drop = pool.DropReason):
@@ -36,7 +35,7 @@ var poolReasons = []admit.Reason{admit.ReasonQueueFull, admit.ReasonClosed, admi
 //	sluice_pool_oldest_queued_seconds{pool}         gauge
 //	sluice_pool_queue_wait_seconds{pool}            histogram
 //	sluice_pool_run_seconds{pool}                   histogram
-type PoolMetrics struct {
+type poolMetrics struct {
 	wait *prometheus.HistogramVec
 	run  *prometheus.HistogramVec
 
@@ -47,12 +46,12 @@ type PoolMetrics struct {
 	workers, maxWorkers, running, queued, queueCap, oldest      *prometheus.Desc
 }
 
-// NewPoolMetrics returns an empty PoolMetrics; Add pools to it.
-func NewPoolMetrics() *PoolMetrics {
+// newPoolMetrics returns an empty poolMetrics.
+func newPoolMetrics() *poolMetrics {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, append([]string{"pool"}, labels...), nil)
 	}
-	return &PoolMetrics{
+	return &poolMetrics{
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_pool_queue_wait_seconds",
 			Help:    "Time tasks spent queued before a worker took them (tasks handed over at once are not sampled).",
@@ -65,10 +64,10 @@ func NewPoolMetrics() *PoolMetrics {
 		}, []string{"pool"}),
 		offered:    desc("sluice_pool_offered_total", "Tasks submitted to the pool."),
 		admitted:   desc("sluice_pool_admitted_total", "Tasks accepted: started, queued or run by the caller."),
-		rejected:   desc("sluice_pool_rejected_total", "Tasks refused, by reason (the Discard policy's drops count as queue_full).", "reason"),
+		rejected:   desc("sluice_pool_rejected_total", "Tasks rejected, by reason (tasks dropped by Discard count as queue_full).", "reason"),
 		completed:  desc("sluice_pool_completed_total", "Accepted tasks that ended, by outcome (dropped: never ran).", "outcome"),
 		dropped:    desc("sluice_pool_dropped_total", "Tasks that never ran, by why: discarded, evicted, expired, closed.", "drop"),
-		callerRuns: desc("sluice_pool_caller_runs_total", "Tasks the CallerRuns policy ran on the submitting goroutine."),
+		callerRuns: desc("sluice_pool_caller_runs_total", "Tasks run on the submitting goroutine (WhenFull CallerRuns)."),
 		workers:    desc("sluice_pool_workers", "Worker goroutines alive."),
 		maxWorkers: desc("sluice_pool_workers_max", "Most workers the pool may have."),
 		running:    desc("sluice_pool_running", "Tasks running now, on workers or callers."),
@@ -78,8 +77,8 @@ func NewPoolMetrics() *PoolMetrics {
 	}
 }
 
-// Add exports p's counters. Adding the same pool twice is a no-op.
-func (m *PoolMetrics) Add(p *pool.Pool) {
+// add exports p's counters. Adding the same pool twice is a no-op.
+func (m *poolMetrics) add(p *pool.Pool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, have := range m.pools {
@@ -91,10 +90,10 @@ func (m *PoolMetrics) Add(p *pool.Pool) {
 }
 
 // ObserveSubmit does nothing: submissions are counted from Stats.
-func (m *PoolMetrics) ObserveSubmit(pool.SubmitEvent) {}
+func (m *poolMetrics) ObserveSubmit(pool.SubmitEvent) {}
 
 // ObserveDone records how long a task waited in the queue and ran.
-func (m *PoolMetrics) ObserveDone(e pool.DoneEvent) {
+func (m *poolMetrics) ObserveDone(e pool.DoneEvent) {
 	if e.Wait > 0 {
 		m.wait.WithLabelValues(e.Pool).Observe(e.Wait.Seconds())
 	}
@@ -104,7 +103,7 @@ func (m *PoolMetrics) ObserveDone(e pool.DoneEvent) {
 }
 
 // Describe implements prometheus.Collector.
-func (m *PoolMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *poolMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.offered, m.admitted, m.rejected, m.completed, m.dropped, m.callerRuns,
 		m.workers, m.maxWorkers, m.running, m.queued, m.queueCap, m.oldest,
@@ -116,7 +115,7 @@ func (m *PoolMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (m *PoolMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *poolMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	pools := append([]*pool.Pool(nil), m.pools...)
 	m.mu.Unlock()
@@ -152,6 +151,6 @@ func (m *PoolMetrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 var (
-	_ prometheus.Collector = (*PoolMetrics)(nil)
-	_ pool.Observer        = (*PoolMetrics)(nil)
+	_ prometheus.Collector = (*poolMetrics)(nil)
+	_ pool.Observer        = (*poolMetrics)(nil)
 )

@@ -13,13 +13,14 @@ import (
 )
 
 func TestPoolMetricsExportsCountersAndHistograms(t *testing.T) {
-	m := promsluice.NewPoolMetrics()
+	m := promsluice.NewMetrics()
 	p, err := pool.New(pool.Config{Name: "thumbs", Core: 1, Queue: 1, Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Add(p)
-	m.Add(p) // twice is a no-op
+	if err := m.Add(p, p); err != nil { // twice is a no-op
+		t.Fatal(err)
+	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 
@@ -39,7 +40,7 @@ func TestPoolMetricsExportsCountersAndHistograms(t *testing.T) {
 # HELP sluice_pool_queued Accepted tasks waiting for a worker.
 # TYPE sluice_pool_queued gauge
 sluice_pool_queued{pool="thumbs"} 1
-# HELP sluice_pool_rejected_total Tasks refused, by reason (the Discard policy's drops count as queue_full).
+# HELP sluice_pool_rejected_total Tasks rejected, by reason (tasks dropped by Discard count as queue_full).
 # TYPE sluice_pool_rejected_total counter
 sluice_pool_rejected_total{pool="thumbs",reason="canceled"} 0
 sluice_pool_rejected_total{pool="thumbs",reason="closed"} 0

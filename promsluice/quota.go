@@ -1,18 +1,21 @@
 package promsluice
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/quota"
 )
 
-// QuotaMetrics exports rate quotas' counters as sluice_quota_*, labelled by
-// the quota's name only (never a key: keys are unbounded). It reads each
-// quota's Stats at scrape time, so deciding costs nothing extra.
+// quotaMetrics is the part of Metrics that exports rate quotas' counters
+// (Metrics.Add of a quota) as sluice_quota_*, labelled by the quota's name
+// only (never a key: keys are unbounded). It reads each quota's Stats at
+// scrape time, so deciding costs nothing extra.
 //
 //	sluice_quota_allowed_total{quota}           decisions admitted
-//	sluice_quota_limited_total{quota}           decisions refused with reason rate (429)
-//	sluice_quota_refused_total{quota,reason}    refused for another reason: full (key table full,
+//	sluice_quota_limited_total{quota}           decisions rejected with reason rate (429)
+//	sluice_quota_rejected_total{quota,reason}   rejected for another reason: full (key table full,
 //	                                            RefuseNew) or breaker_open (fleet store down, fail closed)
 //	sluice_quota_keys{quota}                    keys in the table now
 //	sluice_quota_max_keys{quota}                the table's bound
@@ -21,52 +24,62 @@ import (
 //	sluice_quota_fallback_decisions_total{quota} fleet quotas: decisions made without the store
 //	sluice_quota_store_errors_total{quota}      fleet quotas: store calls that failed or timed out
 //
-// Safe for concurrent use; Add before registering.
-type QuotaMetrics struct {
+// Safe for concurrent use.
+type quotaMetrics struct {
+	mu      sync.Mutex
 	sources []func() quota.Stats
 
-	allowed, limited, refused, keys, maxKeys, evictions, mode, fallbacks, storeErrors *prometheus.Desc
+	allowed, limited, rejected, keys, maxKeys, evictions, mode, fallbacks, storeErrors *prometheus.Desc
 }
 
-// NewQuotaMetrics returns a collector over the given Stats functions (a
-// *quota.Quota's or a fleet quota's Stats method).
-func NewQuotaMetrics(sources ...func() quota.Stats) *QuotaMetrics {
+// newQuotaMetrics returns an empty quotaMetrics.
+func newQuotaMetrics() *quotaMetrics {
 	q := []string{"quota"}
-	return &QuotaMetrics{
-		sources:     sources,
+	return &quotaMetrics{
 		allowed:     prometheus.NewDesc("sluice_quota_allowed_total", "Quota decisions that admitted the request.", q, nil),
-		limited:     prometheus.NewDesc("sluice_quota_limited_total", "Quota decisions refused with reason rate (HTTP 429).", q, nil),
-		refused:     prometheus.NewDesc("sluice_quota_refused_total", "Quota decisions refused for a reason other than rate.", []string{"quota", "reason"}, nil),
+		limited:     prometheus.NewDesc("sluice_quota_limited_total", "Quota decisions rejected with reason rate (HTTP 429).", q, nil),
+		rejected:    prometheus.NewDesc("sluice_quota_rejected_total", "Quota decisions rejected for a reason other than rate.", []string{"quota", "reason"}, nil),
 		keys:        prometheus.NewDesc("sluice_quota_keys", "Keys in the quota's table.", q, nil),
 		maxKeys:     prometheus.NewDesc("sluice_quota_max_keys", "Bound of the quota's key table.", q, nil),
 		evictions:   prometheus.NewDesc("sluice_quota_evictions_total", "Keys dropped from the quota's table.", []string{"quota", "cause"}, nil),
 		mode:        prometheus.NewDesc("sluice_quota_mode", "1 for the mode the quota decides in now.", []string{"quota", "mode"}, nil),
-		fallbacks:   prometheus.NewDesc("sluice_quota_fallback_decisions_total", "Fleet quota decisions made by the fallback policy.", q, nil),
+		fallbacks:   prometheus.NewDesc("sluice_quota_fallback_decisions_total", "Fleet quota decisions made by the fallback.", q, nil),
 		storeErrors: prometheus.NewDesc("sluice_quota_store_errors_total", "Fleet quota store calls that failed or timed out.", q, nil),
 	}
 }
 
+// add exports the quota whose Stats read returns (a *quota.Quota's or a
+// fleet quota's Stats method).
+func (m *quotaMetrics) add(read func() quota.Stats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sources = append(m.sources, read)
+}
+
 // Describe implements prometheus.Collector.
-func (m *QuotaMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.allowed, m.limited, m.refused, m.keys, m.maxKeys, m.evictions, m.mode, m.fallbacks, m.storeErrors} {
+func (m *quotaMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.allowed, m.limited, m.rejected, m.keys, m.maxKeys, m.evictions, m.mode, m.fallbacks, m.storeErrors} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (m *QuotaMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *quotaMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, read := range m.sources {
+	m.mu.Lock()
+	sources := append([]func() quota.Stats(nil), m.sources...)
+	m.mu.Unlock()
+	for _, read := range sources {
 		s := read()
 		counter(m.allowed, s.Allowed, s.Quota)
 		counter(m.limited, s.Limited, s.Quota)
-		counter(m.refused, s.RefusedFull, s.Quota, "full")
-		counter(m.refused, s.RefusedStore, s.Quota, "breaker_open")
+		counter(m.rejected, s.RejectedFull, s.Quota, "full")
+		counter(m.rejected, s.RejectedStore, s.Quota, "breaker_open")
 		gauge(m.keys, float64(s.Keys), s.Quota)
 		gauge(m.maxKeys, float64(s.MaxKeys), s.Quota)
 		counter(m.evictions, s.EvictedIdle, s.Quota, "idle")
@@ -83,4 +96,4 @@ func (m *QuotaMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-var _ prometheus.Collector = (*QuotaMetrics)(nil)
+var _ prometheus.Collector = (*quotaMetrics)(nil)

@@ -5,10 +5,11 @@ import (
 	"github.com/sluicehq/sluice/quota"
 )
 
-// Refusal is a count of refusals made by a policy outside any gate: a
-// quota (reason rate), a breaker (breaker_open), a retry policy (shed,
-// deadline). Gate is the name the refusal's body names, so that
-// `sluice load --metrics` can match the two.
+// Refusal is a count of refusals given outside any gate by something Add
+// does not take (a reverse proxy's own answers for its retry policy, say;
+// quotas and breakers passed to Add are counted without it). Gate is the
+// name the refusal's body names, so that `sluice load --metrics` can
+// match the two.
 type Refusal struct {
 	Gate, Kind, Reason string // Kind "" means "default"
 	Count              uint64
@@ -16,33 +17,34 @@ type Refusal struct {
 
 // AddRefusals exports the refusals read returns, at every scrape, in
 // sluice_admission_rejected_total{gate,kind,reason} beside the gates'
-// own: GateMetrics owns that family, so a refusal made outside a gate is
+// own: Metrics owns that family, so a refusal made outside a gate is
 // attributable like any other without a second collector writing the
 // same metric. Counts must be cumulative (never go down). A series that
 // a gate or an earlier source also reports is summed, never exported
 // twice. read is called from the scrape's goroutine and must be safe for
 // concurrent use. AddRefusals is safe for concurrent use, with scrapes
 // too; a source added during a scrape shows from the next one.
-func (m *GateMetrics) AddRefusals(read func() []Refusal) {
+func (m *Metrics) AddRefusals(read func() []Refusal) { m.addRefusals(read) }
+
+func (m *Metrics) addRefusals(read func() []Refusal) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.refusals = append(m.refusals, read)
 }
 
-// QuotaRefusals reads quotas' Stats (a *quota.Quota's or a fleet quota's
-// Stats method) as refusals for AddRefusals: gate is the quota's name,
-// reason rate for Limited (the 429s), full for RefusedFull and
-// breaker_open for RefusedStore, the reasons the quotas' own refusals
-// carry.
-func QuotaRefusals(sources ...func() quota.Stats) func() []Refusal {
+// quotaRefusals reads quotas' Stats (a *quota.Quota's or a fleet quota's
+// Stats method) as refusals: gate is the quota's name, reason rate for
+// Limited (the 429s), full for RejectedFull and breaker_open for
+// RejectedStore, the reasons the quotas' own refusals carry.
+func quotaRefusals(sources ...func() quota.Stats) func() []Refusal {
 	return func() []Refusal {
 		out := make([]Refusal, 0, 3*len(sources))
 		for _, read := range sources {
 			s := read()
 			out = append(out,
 				Refusal{Gate: s.Quota, Reason: admit.ReasonRate.String(), Count: s.Limited},
-				Refusal{Gate: s.Quota, Reason: admit.ReasonFull.String(), Count: s.RefusedFull},
-				Refusal{Gate: s.Quota, Reason: admit.ReasonBreakerOpen.String(), Count: s.RefusedStore})
+				Refusal{Gate: s.Quota, Reason: admit.ReasonFull.String(), Count: s.RejectedFull},
+				Refusal{Gate: s.Quota, Reason: admit.ReasonBreakerOpen.String(), Count: s.RejectedStore})
 		}
 		return out
 	}
@@ -51,7 +53,7 @@ func QuotaRefusals(sources ...func() quota.Stats) func() []Refusal {
 type refusalKey struct{ gate, kind, reason string }
 
 // readRefusals sums every source's refusals by series.
-func (m *GateMetrics) readRefusals() map[refusalKey]uint64 {
+func (m *Metrics) readRefusals() map[refusalKey]uint64 {
 	m.mu.Lock()
 	sources := append([]func() []Refusal(nil), m.refusals...)
 	m.mu.Unlock()

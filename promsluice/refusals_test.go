@@ -12,17 +12,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/quota"
 )
 
-// TestRefusalsOutsideGatesShareTheFamily: refusals added with AddRefusals
-// (a real quota through QuotaRefusals, and a hand-made source) are
-// exported in sluice_admission_rejected_total by the one collector that
-// owns it, beside the gate's; a series both report is summed, never
-// exported twice (a pedantic registry would refuse that).
+// TestRefusalsOutsideGatesShareTheFamily: rejections made outside gates
+// (a real quota and a real breaker given to Add, and a hand-made source
+// given to AddRefusals) are exported in sluice_admission_rejected_total by
+// the one collector that owns it, beside the gate's; a series two sources
+// report is summed, never exported twice (a pedantic registry would
+// refuse that).
 func TestRefusalsOutsideGatesShareTheFamily(t *testing.T) {
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	g, err := gm.NewGate(admit.Config{Name: "db", Capacity: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,20 @@ func TestRefusalsOutsideGatesShareTheFamily(t *testing.T) {
 	for range 3 {
 		_ = q.AllowNAt("k", 1, now) // one allowed, two limited
 	}
-	gm.AddRefusals(promsluice.QuotaRefusals(q.Stats))
+	users, err := breaker.New(breaker.Config{Name: "users-api", MinCalls: 1, OpenFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := users.Allow()
+	c.Done(breaker.Failure) // opens
+	for range 2 {
+		if _, err := users.Allow(); !breaker.IsOpen(err) {
+			t.Fatalf("open breaker let a call through: %v", err)
+		}
+	}
+	if err := gm.Add(q, users); err != nil {
+		t.Fatal(err)
+	}
 	gm.AddRefusals(func() []promsluice.Refusal {
 		return []promsluice.Refusal{
 			{Gate: "db", Reason: "full", Count: 4}, // a gate's own series: summed into it
@@ -51,7 +66,7 @@ func TestRefusalsOutsideGatesShareTheFamily(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(gm)
 	want := `
-# HELP sluice_admission_rejected_total Attempts refused, by reason.
+# HELP sluice_admission_rejected_total Attempts rejected, by reason.
 # TYPE sluice_admission_rejected_total counter
 sluice_admission_rejected_total{gate="db",kind="default",reason="breaker_open"} 0
 sluice_admission_rejected_total{gate="db",kind="default",reason="canceled"} 0
@@ -66,39 +81,49 @@ sluice_admission_rejected_total{gate="per-client",kind="default",reason="breaker
 sluice_admission_rejected_total{gate="per-client",kind="default",reason="full"} 0
 sluice_admission_rejected_total{gate="per-client",kind="default",reason="rate"} 2
 sluice_admission_rejected_total{gate="upstream-breaker",kind="default",reason="breaker_open"} 3
+sluice_admission_rejected_total{gate="users-api",kind="default",reason="breaker_open"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_admission_rejected_total"); err != nil {
 		t.Error(err)
 	}
 }
 
-// A quota refuses without a gate; AddRefusals puts its refusals in the
-// gates' family so `sluice load --metrics` can attribute a 429 to it.
-func ExampleGateMetrics_AddRefusals() {
+// A quota rejects without a gate; Add counts its rejections in the gates'
+// family too, so `sluice load --metrics` can attribute a 429 to it.
+func ExampleMetrics_Add() {
 	perClient, _ := quota.New(quota.Config{Name: "per-client", Rate: 1, Burst: 1})
 	_ = perClient.AllowNAt("alice", 1, time.Unix(0, 0))
-	_ = perClient.AllowNAt("alice", 1, time.Unix(0, 0)) // refused: rate
+	_ = perClient.AllowNAt("alice", 1, time.Unix(0, 0)) // rejected: rate
 
-	gm := promsluice.NewGateMetrics()
-	gm.AddRefusals(promsluice.QuotaRefusals(perClient.Stats))
+	m := promsluice.NewMetrics()
+	if err := m.Add(perClient); err != nil {
+		panic(err)
+	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(gm)
+	reg.MustRegister(m)
 	fams, _ := reg.Gather()
 	for _, f := range fams {
-		for _, m := range f.GetMetric() {
-			if v := m.GetCounter().GetValue(); v > 0 {
-				fmt.Println(f.GetName(), m.GetLabel()[0].GetValue(), m.GetLabel()[2].GetValue(), v)
+		for _, s := range f.GetMetric() {
+			if v := s.GetCounter().GetValue(); v > 0 {
+				labels := ""
+				for _, l := range s.GetLabel() {
+					labels += " " + l.GetName() + "=" + l.GetValue()
+				}
+				fmt.Println(f.GetName()+labels, v)
 			}
 		}
 	}
-	// Output: sluice_admission_rejected_total per-client rate 1
+	// Output:
+	// sluice_admission_rejected_total gate=per-client kind=default reason=rate 1
+	// sluice_quota_allowed_total quota=per-client 1
+	// sluice_quota_limited_total quota=per-client 1
 }
 
 // TestRefusalsScrapedWhileCounting gathers while refusals are counted and
 // sources are added from other goroutines: every scrape succeeds (no
 // duplicate series) and the exported count never goes down.
 func TestRefusalsScrapedWhileCounting(t *testing.T) {
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(gm)
 	var n atomic.Uint64

@@ -7,46 +7,47 @@ import (
 	"github.com/sluicehq/sluice/retry"
 )
 
-// RetryMetrics exports retry policies' event counters, read from
+// retryMetrics exports retry policies' event counters, read from
 // Policy.Stats at scrape time, so exporting costs nothing on the request
-// path. It is a prometheus.Collector. The zero value is not usable; call
-// NewRetryMetrics. Safe for concurrent use.
+// path: the part of Metrics that Metrics.Add of a retry.Policy feeds.
+// Safe for concurrent use.
 //
 // Metrics (label policy = retry.Config.Name, a bounded set; decision is
-// honored or refused):
+// honored or refused, a wait hint declined because the deadline was
+// nearer):
 //
 //	sluice_retry_attempts_total{policy}             attempts sent, first ones included
 //	sluice_retry_retries_total{policy}              retries decided
-//	sluice_retry_budget_exhausted_total{policy}     retries refused by the budget
-//	sluice_retry_throttled_total{policy}            attempts refused locally by adaptive throttling
+//	sluice_retry_budget_exhausted_total{policy}     retries rejected by the budget
+//	sluice_retry_throttled_total{policy}            attempts rejected locally by adaptive throttling
 //	sluice_retry_retry_after_total{policy,decision} Retry-After (or gRPC pushback) honored or refused
 //	sluice_retry_deadline_expired_total{policy}     attempts not started for lack of time
-//	sluice_retry_breaker_open_total{policy}         attempts refused by the breaker
+//	sluice_retry_breaker_open_total{policy}         attempts rejected by the breaker
 //	sluice_retry_no_retry_signal_total{policy}      refusals that said "do not retry"
-type RetryMetrics struct {
+type retryMetrics struct {
 	mu       sync.Mutex
 	policies []*retry.Policy
 
 	attempts, retries, budget, throttled, retryAfter, deadline, breakerOpen, noRetry *prometheus.Desc
 }
 
-// NewRetryMetrics returns an empty RetryMetrics; Add policies to it.
-func NewRetryMetrics() *RetryMetrics {
+// newRetryMetrics returns an empty retryMetrics.
+func newRetryMetrics() *retryMetrics {
 	l := []string{"policy"}
-	return &RetryMetrics{
+	return &retryMetrics{
 		attempts:    prometheus.NewDesc("sluice_retry_attempts_total", "Attempts sent to the upstream, first attempts included.", l, nil),
 		retries:     prometheus.NewDesc("sluice_retry_retries_total", "Retries decided (each followed by a wait and an attempt unless the caller left).", l, nil),
-		budget:      prometheus.NewDesc("sluice_retry_budget_exhausted_total", "Retries wanted but refused because the retry budget was spent.", l, nil),
-		throttled:   prometheus.NewDesc("sluice_retry_throttled_total", "Attempts refused locally by adaptive client throttling.", l, nil),
-		retryAfter:  prometheus.NewDesc("sluice_retry_retry_after_total", "Server wait hints (Retry-After, gRPC pushback) honored or refused against the deadline.", []string{"policy", "decision"}, nil),
+		budget:      prometheus.NewDesc("sluice_retry_budget_exhausted_total", "Retries wanted but rejected because the retry budget was spent.", l, nil),
+		throttled:   prometheus.NewDesc("sluice_retry_throttled_total", "Attempts rejected locally by adaptive client throttling.", l, nil),
+		retryAfter:  prometheus.NewDesc("sluice_retry_retry_after_total", "Server wait hints (Retry-After, gRPC pushback) honored, or refused (declined) because the deadline was nearer.", []string{"policy", "decision"}, nil),
 		deadline:    prometheus.NewDesc("sluice_retry_deadline_expired_total", "Attempts not started because the caller's deadline left no time.", l, nil),
-		breakerOpen: prometheus.NewDesc("sluice_retry_breaker_open_total", "Attempts refused by the policy's circuit breaker.", l, nil),
+		breakerOpen: prometheus.NewDesc("sluice_retry_breaker_open_total", "Attempts rejected by the policy's circuit breaker.", l, nil),
 		noRetry:     prometheus.NewDesc("sluice_retry_no_retry_signal_total", "Refusals that carried the do-not-retry signal.", l, nil),
 	}
 }
 
-// Add exports p's counters. Adding the same policy twice is a no-op.
-func (m *RetryMetrics) Add(p *retry.Policy) {
+// add exports p's counters. Adding the same policy twice is a no-op.
+func (m *retryMetrics) add(p *retry.Policy) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, have := range m.policies {
@@ -58,14 +59,14 @@ func (m *RetryMetrics) Add(p *retry.Policy) {
 }
 
 // Describe implements prometheus.Collector.
-func (m *RetryMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *retryMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.attempts, m.retries, m.budget, m.throttled, m.retryAfter, m.deadline, m.breakerOpen, m.noRetry} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (m *RetryMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *retryMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	policies := append([]*retry.Policy(nil), m.policies...)
 	m.mu.Unlock()

@@ -49,6 +49,8 @@ const (
 	// GateRetry names refusals made by the retry policy: throttled
 	// locally (reason shed) or no time left for an attempt (deadline).
 	GateRetry = "upstream-retry"
+	// GateTunnels is the gate of upgraded connections (Config.MaxTunnels).
+	GateTunnels = "tunnels"
 )
 
 // StaleHeader marks a response served from the stale-if-error store; its
@@ -136,6 +138,31 @@ type Config struct {
 	// negative means none.
 	SendTimeout time.Duration
 
+	// CallTimeout bounds the whole call, from admission to the upstream's
+	// response headers: every attempt, and the waits between them, fit
+	// inside it, each attempt's HeaderTimeout is cut to what is left, and
+	// the upstream is sent what is left in Request-Timeout (a client's own
+	// shorter Request-Timeout wins). It does not bound the answer's body,
+	// which UpstreamIdleTimeout and SendTimeout do. 0 means
+	// DefaultCallTimeout; negative means none (HeaderTimeout per attempt
+	// only).
+	CallTimeout time.Duration
+	// UpstreamIdleTimeout bounds each wait for the next piece of the
+	// upstream's response body: a body that stalls longer is cut, its slot
+	// freed and the failure counted against the upstream (breaker and
+	// ejection). Time spent writing to a slow client does not count. 0
+	// means DefaultUpstreamIdleTimeout; negative means none.
+	UpstreamIdleTimeout time.Duration
+	// MaxTunnels is the capacity of the "tunnels" gate, which holds each
+	// upgraded connection (WebSocket) of a route that allows upgrades
+	// (Route.Upgrades) for its whole life instead of a request slot; the
+	// gate exists only when some route allows upgrades. 0 means
+	// DefaultMaxTunnels; negative is an error.
+	MaxTunnels int64
+	// TunnelIdleTimeout closes a tunnel with no byte either way for this
+	// long. 0 means DefaultTunnelIdleTimeout; negative means none.
+	TunnelIdleTimeout time.Duration
+
 	// EjectAfter consecutive failures (no connection, 502, 504) eject an
 	// upstream instance for EjectFor. 0 means DefaultEjectAfter and
 	// DefaultEjectFor; negative EjectAfter never ejects.
@@ -156,7 +183,7 @@ type Config struct {
 	// http.DefaultTransport with HeaderTimeout. Tests inject one.
 	Transport http.RoundTripper
 
-	// Observer sees every gate's decisions (promsluice.GateMetrics for
+	// Observer sees every gate's decisions (promsluice.Metrics for
 	// histograms). Nil means none.
 	Observer admit.Observer
 	// Logger receives upstream errors at debug and ejections at warn.
@@ -241,6 +268,19 @@ type Route struct {
 	Cost int `json:"cost,omitempty"`
 	// Quota, if set, limits each client's rate on this route (429).
 	Quota *RouteQuota `json:"quota,omitempty"`
+
+	// Upgrades lists the protocols (an Upgrade header's tokens, such as
+	// "websocket"; case-insensitive) this route tunnels. Each tunnel holds
+	// a slot of the "tunnels" gate, not the route's or the upstream gate.
+	// An upgrade to anything else is refused with 403; h2c is never
+	// tunnelled (an error here). Empty: no upgrades.
+	Upgrades []string `json:"upgrades,omitempty"`
+	// Streaming puts the route's requests on the route's own gate only
+	// (needs MaxInflight), never the shared upstream gate: for long
+	// answers (server-sent events, large downloads) that hold their slot
+	// as long as they stream, so they cannot take the slots of short
+	// requests. False: the route's requests also take the upstream gate.
+	Streaming bool `json:"streaming,omitempty"`
 }
 
 // QuotaName is the name of the route's quota (refusals, metrics, fleet
@@ -335,7 +375,7 @@ func checkRoutes(routes []Route) error {
 	if len(routes) > maxRoutes {
 		return fmt.Errorf("%w: %d routes, at most %d", ErrInvalidConfig, len(routes), maxRoutes)
 	}
-	seen := map[string]bool{GateUpstream: true, GateBreaker: true, GateRetry: true}
+	seen := map[string]bool{GateUpstream: true, GateBreaker: true, GateRetry: true, GateTunnels: true}
 	for i, rt := range routes {
 		if err := rt.check(); err != nil {
 			return fmt.Errorf("%w: route %d (%q): %v", ErrInvalidConfig, i, rt.Name, err)
@@ -383,6 +423,9 @@ func (rt *Route) check() error {
 	}
 	if rt.Cost < 0 || rt.Cost > 1_000_000 {
 		return fmt.Errorf("cost %d: want 0 (means 1) to 1000000", rt.Cost)
+	}
+	if err := rt.checkStreams(); err != nil {
+		return err
 	}
 	if q := rt.Quota; q != nil {
 		if !(q.Rate > 0 && q.Rate <= 1e9) {

@@ -35,21 +35,58 @@
 // Slots are taken through httpgate's lazy holder, so every slot is
 // released exactly once when the handler returns, however it returns. The
 // upstream call runs on the request's context: a client that leaves cancels
-// it, and the slot is free as soon as the proxy notices. Three timeouts keep
-// hostile peers from holding slots: HeaderTimeout (an upstream that never
-// answers), BodyTimeout (a client that declares a body and never sends it)
-// and SendTimeout (a client that never reads; pushed forward as the answer
-// is written so a slow but steady download is not cut). `sluice proxy`
-// turns the last two off because its listener (connlimit) enforces the
-// same per connection; a library user without connlimit keeps them.
+// it, and the slot is free as soon as the proxy notices. Timeouts keep
+// hostile peers from holding slots: CallTimeout (the whole call, every
+// attempt inside it) and HeaderTimeout (each attempt's wait for headers,
+// cut to what is left of the call), UpstreamIdleTimeout (an upstream body
+// that stalls; only time waiting on the upstream counts), BodyTimeout (a
+// client that declares a body and never sends it) and SendTimeout (a
+// client that never reads; pushed forward as the answer is written so a
+// slow but steady download is not cut). `sluice proxy` turns the last two
+// off because its listener (connlimit) enforces the same per connection; a
+// library user without connlimit keeps them.
+//
+// # Whose fault
+//
+// The policy that keeps one client from harming the others lives in small
+// functions that do not depend on net/http's server types, so another
+// HTTP engine can reuse them: storable and staleKey (what is kept for
+// stale-if-error, and under which key), clientFaultStatus (how a broken
+// request body is answered), abortOutcome (how an answer cut midway is
+// recorded), decideUpgrade (plain, tunnel or refuse) and countedSuccess.
+// A request's call (call.go) is its context: a client whose body fails
+// (malformed, stalled, gone) ends the call before the error reaches the
+// transport, so the retry policy, the pool's passive health and the
+// breaker see a canceled call and count nothing; the client gets 400, 408
+// or 499 and the slot completes as dropped. An answer whose body the
+// upstream cuts short or lets stall counts against the upstream when its
+// body is closed: the instance records a failure, and the breaker turns
+// the success it recorded at the headers into a failure
+// (breaker.LateFailure). An answer the ReverseProxy aborts midway
+// completes as canceled (the client left or was cut off) or error (the
+// upstream failed), never as a panic.
+//
+// # Tunnels and long answers
+//
+// An upgrade (WebSocket) is refused unless its route lists the protocol
+// in Route.Upgrades; an allowed one holds a slot of the "tunnels" gate
+// (Config.MaxTunnels) for its whole life instead of request slots, is
+// closed after Config.TunnelIdleTimeout without traffic, and is cut at
+// shutdown by CloseTunnels (server.Config.CloseHijacked), which says how
+// many. An h2c upgrade is never forwarded: it is served as a plain
+// request. Long answers (server-sent events, downloads) hold their request
+// slots while they stream; Route.Streaming puts a route's requests on its
+// own gate only, never the shared upstream gate.
 //
 // Every refusal is the sluice contract: 503 or 429, Retry-After, and
 // {"error":"BUSY"|"RATE_LIMITED","gate":...,"reason":...}. Refusals made by
 // gates are counted by the gates, those of quotas by the quotas' Stats
-// (QuotaStats), and the others (breaker, retry policy) by Refusals;
-// `sluice proxy` hands the last two to promsluice.GateMetrics.AddRefusals,
-// which exports them in sluice_admission_rejected_total beside the gates',
-// so that `sluice load --metrics` attributes every refusal. An upstream
+// (QuotaStats), those of the breaker by the breaker, and all answers
+// given outside gates and quotas (breaker, retry policy) by Refusals.
+// `sluice proxy` gives the quotas and the breaker to promsluice.Metrics.Add
+// and the retry policy's Refusals to AddRefusals, which export them in
+// sluice_admission_rejected_total beside the gates', so that `sluice load
+// --metrics` attributes every refusal. An upstream
 // failure that is not a refusal is 502 or 504 with
 // {"error":"BAD_GATEWAY"|"UPSTREAM_TIMEOUT"}.
 //
@@ -69,12 +106,15 @@
 //
 // # Stale-if-error
 //
-// With Config.StaleIfError, the last 200 answer of each GET without
-// credentials, cookies, Vary or a Cache-Control that forbids keeping it
-// (bounded in entries and body size) is kept for that long, and served
-// instead of a refusal (a full gate, the open breaker, throttling) or an
-// upstream failure (no connection, 502, 503, 504), with the header
-// Sluice-Stale naming why and Age. A client can always tell a stale answer.
+// With Config.StaleIfError, the last 200 answer of each GET (bounded in
+// entries and body size) is kept for that long, keyed by the inbound
+// request's scheme, host, path and query and the values of the headers
+// its Vary names, and served instead of a refusal (a full gate, the open
+// breaker, throttling) or an upstream failure (no connection, 502, 503,
+// 504), with the header Sluice-Stale naming why and Age. A client can
+// always tell a stale answer. Never kept: answers to Authorization, or to
+// a Cookie unless public; answers with Set-Cookie, Vary: *, or a
+// Cache-Control of no-store, no-cache or private.
 //
 // # Balancing and passive health
 //

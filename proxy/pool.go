@@ -26,6 +26,11 @@ type pool struct {
 	ejectFor   time.Duration
 	now        func() time.Time
 	logger     *slog.Logger
+	// headerTimeout bounds each attempt's wait for headers, idleTimeout
+	// each wait for a piece of the body (0: none); lateFailure, when
+	// set, is told of an answer that failed after its headers.
+	headerTimeout, idleTimeout time.Duration
+	lateFailure                func()
 
 	mu      sync.Mutex
 	members []*member
@@ -74,31 +79,58 @@ func (p *pool) pick() *member {
 }
 
 // RoundTrip sends req to one instance. It does not modify req: the attempt
-// is a shallow copy with the instance's scheme and host.
+// is a shallow copy with the instance's scheme and host, and the attempt's
+// own context (see attempt). The instance's health is recorded when the
+// answer's body is closed, so that an answer whose body fails counts
+// against it and the instance's inflight count lasts as long as the slot
+// the answer holds.
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := p.pick()
-	out := req
+	a := p.newAttempt(req.Context(), m)
+	out := req.WithContext(a.ctx)
 	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme || req.Host != "" {
 		// Another instance than the one the request was rewritten for
-		// (the first): copy it. With one upstream this never happens.
-		out = new(http.Request)
-		*out = *req
+		// (the first). With one upstream this never happens.
 		u := *req.URL
 		u.Scheme, u.Host = m.url.Scheme, m.url.Host
 		out.URL = &u
 		out.Host = ""
 	}
 	resp, err := p.next.RoundTrip(out)
-	failed := false
-	switch {
-	case err != nil:
-		// A canceled caller says nothing about the instance.
-		failed = !errors.Is(err, context.Canceled) && req.Context().Err() == nil
-	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout:
-		failed = true
+	a.gotHeaders()
+	if err != nil {
+		a.cancel(nil)
+		c := callOf(req.Context())
+		switch {
+		case c != nil && c.faulted() != nil:
+			// The client's body broke the attempt: nothing against the
+			// instance, and a cancellation to the retry policy, so that
+			// neither the breaker nor throttling counts it.
+			err = errClientFault
+		case a.timedOut() && req.Context().Err() == nil:
+			err = errHeaderTimeout
+		}
+		// A canceled caller (a client gone, or one whose body broke the
+		// call) says nothing about the instance.
+		p.record(m, !errors.Is(err, context.Canceled) && req.Context().Err() == nil)
+		return nil, err
 	}
-	p.record(m, failed)
-	return resp, err
+	a.failed = resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
+	a.status = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// A tunnel: its body is the connection, bounded by the tunnel's
+		// own idle timeout, and the attempt's context must outlive it.
+		p.record(m, a.failed)
+		return resp, nil
+	}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		a.cancel(nil)
+		p.record(m, a.failed)
+		return resp, nil
+	}
+	a.rc = resp.Body
+	resp.Body = a
+	return resp, nil
 }
 
 func (p *pool) record(m *member, failed bool) {

@@ -41,6 +41,7 @@ type Proxy struct {
 	stale    *staleStore
 	rp       *httputil.ReverseProxy
 	refusals refusalCounts
+	tunnels  *tunnels // nil when no route allows upgrades
 }
 
 // route is a Route made live.
@@ -51,6 +52,7 @@ type route struct {
 	quota   routeLimiter // nil without a quota
 	fleet   *redisquota.Quota
 	handler http.Handler
+	tunnel  http.Handler // an allowed upgrade: the quota, then the tunnels gate; nil without Upgrades
 }
 
 // routeLimiter is a route's quota, local or fleet.
@@ -77,9 +79,6 @@ func classified(classify func(http.Handler) http.Handler, h http.Handler) http.H
 	}
 	return classify(h)
 }
-
-// ctxKey carries the matched route to the ReverseProxy's hooks.
-type ctxKey struct{}
 
 // New builds a Proxy. Configuration errors wrap ErrInvalidConfig.
 func New(cfg Config) (*Proxy, error) {
@@ -114,6 +113,15 @@ func New(cfg Config) (*Proxy, error) {
 	cfg.HeaderTimeout = orDefault(cfg.HeaderTimeout, DefaultHeaderTimeout)
 	cfg.BodyTimeout = orDefault(cfg.BodyTimeout, DefaultBodyTimeout)
 	cfg.SendTimeout = orDefault(cfg.SendTimeout, DefaultSendTimeout)
+	cfg.CallTimeout = orDefault(cfg.CallTimeout, DefaultCallTimeout)
+	cfg.UpstreamIdleTimeout = orDefault(cfg.UpstreamIdleTimeout, DefaultUpstreamIdleTimeout)
+	cfg.TunnelIdleTimeout = orDefault(cfg.TunnelIdleTimeout, DefaultTunnelIdleTimeout)
+	if cfg.MaxTunnels < 0 || cfg.MaxTunnels > admit.MaxCapacity {
+		return nil, fmt.Errorf("%w: MaxTunnels %d: want 0 (default) to %d", ErrInvalidConfig, cfg.MaxTunnels, admit.MaxCapacity)
+	}
+	if cfg.MaxTunnels == 0 {
+		cfg.MaxTunnels = DefaultMaxTunnels
+	}
 	if cfg.EjectAfter == 0 {
 		cfg.EjectAfter = DefaultEjectAfter
 	}
@@ -142,6 +150,18 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p.unrouted = classified(p.upstream.classify, p.admission(mw, nil))
+	// Tunnels: no Request-Timeout (it would end the tunnel), and a
+	// refusal is never answered with a stale page.
+	var tmw *httpgate.Middleware
+	if allowsUpgrades(cfg.Routes) {
+		p.tunnels = &tunnels{idle: cfg.TunnelIdleTimeout, logger: cfg.Logger}
+		if p.tunnels.gates, err = newGateSet(GateTunnels, cfg.MaxTunnels, 0, 0, Limit{}, Queueing{}, cfg.Observer, cfg.Logger); err != nil {
+			return nil, err
+		}
+		if tmw, err = httpgate.New(httpgate.Config{Refusal: p.refuse, Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+	}
 	for _, rc := range cfg.Routes {
 		rt := &route{Route: rc, host: strings.ToLower(rc.Host)}
 		rt.Cost = max(rt.Cost, 1)
@@ -157,6 +177,11 @@ func New(cfg Config) (*Proxy, error) {
 			}
 		}
 		rt.handler = classified(classify, p.admission(mw, rt))
+		if len(rc.Upgrades) > 0 {
+			rt.tunnel = tmw.Guard(p.tunnels.gates.gate, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				p.forwardTunnel(w, r, rt)
+			}))
+		}
 		if q := rc.Quota; q != nil {
 			if err := p.newRouteQuota(rt); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
@@ -167,13 +192,19 @@ func New(cfg Config) (*Proxy, error) {
 				key = httpgate.KeyHeader(name)
 			}
 			cost := rt.Cost
-			if rt.handler, err = httpgate.Quota(httpgate.QuotaConfig{
+			qc := httpgate.QuotaConfig{
 				Limiter: rt.quota, Key: key,
 				Cost: func(*http.Request) int { return cost },
 				// The default refusal: the quota's Stats count it (see
 				// QuotaStats), so p.refuse must not count it again.
-			}, rt.handler); err != nil {
+			}
+			if rt.handler, err = httpgate.Quota(qc, rt.handler); err != nil {
 				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
+			}
+			if rt.tunnel != nil {
+				if rt.tunnel, err = httpgate.Quota(qc, rt.tunnel); err != nil {
+					return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
+				}
 			}
 		}
 		p.routes = append(p.routes, rt)
@@ -207,13 +238,16 @@ func New(cfg Config) (*Proxy, error) {
 	next := cfg.Transport
 	if next == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		if cfg.HeaderTimeout > 0 {
-			t.ResponseHeaderTimeout = cfg.HeaderTimeout
-		}
 		t.MaxIdleConnsPerHost = max(100, int(cfg.MaxInflight))
 		next = t
 	}
 	p.pool = newPool(cfg.Upstreams, next, cfg.EjectAfter, cfg.EjectFor, p.now, cfg.Logger)
+	// The pool times each attempt (HeaderTimeout, within what is left of
+	// CallTimeout) and each wait for the body, whatever Transport sends.
+	p.pool.headerTimeout, p.pool.idleTimeout = cfg.HeaderTimeout, cfg.UpstreamIdleTimeout
+	if p.breaker != nil {
+		p.pool.lateFailure = p.breaker.LateFailure
+	}
 	if cfg.StaleIfError > 0 {
 		p.stale = newStaleStore(cfg.StaleEntries, cfg.StaleMaxBytes, cfg.StaleIfError, p.now)
 	}
@@ -271,7 +305,7 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
-	gs := &gateSet{queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}
+	var lim *limit.Config // nil: a fixed capacity
 	if l.Adaptive() {
 		law, err := limit.ParseLaw(l.Law)
 		if err != nil {
@@ -281,46 +315,56 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 		if hi == 0 {
 			hi = capacity
 		}
-		if gs.adaptive, err = limit.New(limit.Config{Law: law, Min: l.Min, Max: hi, Initial: hi, SLO: time.Duration(l.SLO), Logger: logger}); err != nil {
-			return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
-		}
-		if obs != nil {
-			obs = admit.Observers(gs.adaptive, obs)
-		} else {
-			obs = gs.adaptive
-		}
+		lim = &limit.Config{Law: law, Min: l.Min, Max: hi, Initial: hi, SLO: time.Duration(l.SLO), Logger: logger}
 	}
-	switch {
-	case queue == 0:
+	if queue == 0 {
 		maxWait = 0
-	case maxWait == 0 && gs.adaptive != nil && l.SLO > 0:
-		// The SLO covers the queue's wait and the hold: as sluice serve
-		// does, a queue without its own bound waits a quarter of it.
-		maxWait = limit.QueueWaitFor(time.Duration(l.SLO))
 	}
-	pol := compiled.Policy
-	g, err := admit.New(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
-		Discipline: pol.Discipline, ClassShares: pol.ClassShares, ContextClass: pol.ContextClass})
+	// limit.NewGate gives a queue without its own bound a quarter of the
+	// SLO, as sluice serve does: the SLO covers the queue's wait and the
+	// hold.
+	g, a, err := limit.NewGate(admit.Config{Name: name, Capacity: capacity, MaxWaiters: queue, MaxWait: maxWait, Observer: obs,
+		Queueing: compiled.Policy}, lim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
-	gs.gate = g
-	if gs.adaptive != nil {
-		if err := gs.adaptive.Attach(g); err != nil {
-			return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
-		}
-	}
-	return gs, nil
+	return &gateSet{gate: g, adaptive: a, queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}, nil
 }
 
 // ServeHTTP proxies r to the upstream through the route's quota and gates.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := p.match(r)
+	if _, ok := r.Header["Upgrade"]; ok && isUpgrade(r.Header) {
+		offered := upgradeProtocols(r.Header)
+		var allowed []string
+		if rt != nil {
+			allowed = rt.Upgrades
+		}
+		switch decideUpgrade(offered, allowed) {
+		case upgradeRefuse:
+			refuseUpgrade(w, offered)
+			return
+		case upgradeTunnel:
+			rt.tunnel.ServeHTTP(w, r) // the route's quota, then the tunnels gate
+			return
+		}
+		// h2c: a plain request (rewrite drops the offer).
+	}
 	if rt == nil {
 		p.unrouted.ServeHTTP(w, r)
 		return
 	}
 	rt.handler.ServeHTTP(w, r) // the route's quota, class, then admission
+}
+
+// allowsUpgrades reports whether some route tunnels upgrades.
+func allowsUpgrades(routes []Route) bool {
+	for _, rt := range routes {
+		if len(rt.Upgrades) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // match returns the first route that takes r, or nil.
@@ -376,6 +420,12 @@ func (p *Proxy) admission(mw *httpgate.Middleware, rt *route) http.Handler {
 			p.forward(w, r, rt)
 		}))
 	}
+	if rt.Streaming {
+		// Long answers hold the route's own gate only.
+		return mw.Guard(rt.gates.gate, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.forward(w, r, rt)
+		}))
+	}
 	return mw.Guard(rt.gates.gate, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := httpgate.AcquireFor(r.Context(), p.upstream.gate, upstream); err != nil {
 			p.refuseOrStale(w, r, err)
@@ -385,15 +435,34 @@ func (p *Proxy) admission(mw *httpgate.Middleware, rt *route) http.Handler {
 	}))
 }
 
-// forward proxies an admitted request to the upstream.
+// forward proxies an admitted request to the upstream, as a call (see
+// call): the request's body is watched for client faults, the proxy's own
+// deadline set, and an answer aborted midway recorded as what it was.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) {
-	ctx := r.Context()
-	if rt != nil {
-		ctx = context.WithValue(ctx, ctxKey{}, rt)
-	}
+	c := newCall(r, rt, p.cfg.CallTimeout, p.now())
 	defer p.guardClient(w, r)()
-	p.bufferReplayable(r)
-	p.rp.ServeHTTP(sendDeadlineWriter(w, p.cfg.SendTimeout), r.WithContext(ctx))
+	out := r.WithContext(c)
+	if r.Body != nil && r.Body != http.NoBody {
+		out.Body = &clientBody{rc: r.Body, c: c}
+	}
+	if err := p.bufferReplayable(out); err != nil {
+		answerClientFault(w, out, err)
+		return
+	}
+	returned := false
+	defer func() {
+		c.returned.Store(true)
+		if !returned {
+			// The ReverseProxy aborted the answer (a panic, usually
+			// http.ErrAbortHandler) and it keeps unwinding: say why, when
+			// known, so the slot is not recorded as a panic.
+			if o, ok := c.abortOutcome(); ok {
+				httpgate.SetOutcome(r.Context(), o)
+			}
+		}
+	}()
+	p.rp.ServeHTTP(sendDeadlineWriter(w, p.cfg.SendTimeout), out)
+	returned = true
 }
 
 // guardClient bounds how long the client may take to send its body, so a
@@ -426,28 +495,23 @@ func noDeadlines() {}
 
 // bufferReplayable reads the small body of a request that may be retried
 // (idempotent method or Idempotency-Key) so each attempt can send it again.
-// Larger or unknown-length bodies stream and are never retried.
-func (p *Proxy) bufferReplayable(r *http.Request) {
+// Larger or unknown-length bodies stream and are never retried. A body
+// that fails to arrive is the client's fault, returned: nothing is sent.
+func (p *Proxy) bufferReplayable(r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength <= 0 || r.ContentLength > maxReplayBody {
-		return
+		return nil
 	}
 	if !idempotent(r.Method) && r.Header.Get(idempotencyKeyHeader) == "" {
-		return
+		return nil
 	}
 	buf := make([]byte, r.ContentLength)
 	if _, err := io.ReadFull(r.Body, buf); err != nil {
-		// Hand on what arrived and the error: the upstream attempt fails
-		// as it would have while streaming.
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf), errReader{err}))
-		return
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(buf))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return nil
 }
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 func idempotent(method string) bool {
 	switch method {
@@ -470,6 +534,20 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if pr.In.GetBody != nil {
 		pr.Out.GetBody = pr.In.GetBody
 	}
+	// Request trailers arrive with the end of the body: share the map
+	// the server fills then (a copy made now would hold no values).
+	if pr.In.Trailer != nil {
+		pr.Out.Trailer = pr.In.Trailer
+	}
+	// Only an allowed tunnel is sent the upgrade; anything else (an h2c
+	// offer) goes as the plain request it also is.
+	if h := pr.Out.Header; len(h["Upgrade"]) > 0 {
+		if c := callOf(pr.Out.Context()); c == nil || c.tunnel == nil {
+			delete(h, "Upgrade") // canonical keys: no Del, which canonicalizes
+			delete(h, "Http2-Settings")
+			delete(h, "Connection")
+		}
+	}
 }
 
 // refuse writes the sluice contract's refusal and counts it when no gate
@@ -484,7 +562,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (p *Proxy) isGate(name string) bool {
-	if name == GateUpstream {
+	if name == GateUpstream || (name == GateTunnels && p.tunnels != nil) {
 		return true
 	}
 	for _, rt := range p.routes {
@@ -509,8 +587,14 @@ func (p *Proxy) refuseOrStale(w http.ResponseWriter, r *http.Request, err error)
 
 // upstreamError answers what the transport returned instead of a response.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if c := callOf(r.Context()); c != nil {
+		if fault := c.faulted(); fault != nil {
+			answerClientFault(w, r, fault) // the client's body broke the call
+			return
+		}
+	}
 	if r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
-		w.WriteHeader(499) // client gone: nobody reads it, the holder records canceled
+		w.WriteHeader(statusClientGone) // client gone: nobody reads it, the holder records canceled
 		return
 	}
 	var rej *admit.RejectedError
@@ -539,28 +623,45 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 }
 
-// modifyResponse keeps good cacheable answers for stale-if-error, and
-// replaces an upstream 502/503/504 by the stale copy when there is one.
+// modifyResponse hands a tunnel its upstream side, keeps good cacheable
+// answers for stale-if-error, and replaces an upstream 502/503/504 by the
+// stale copy when there is one. Stale copies are keyed by the inbound
+// request: the outbound one has the upstream's host.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	if p.stale == nil {
+	c := callOf(resp.Request.Context())
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if c == nil || c.tunnel == nil {
+			return errors.New("proxy: the upstream switched protocols unasked")
+		}
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			c.tunnel.backend = rwc
+			resp.Body = &tunnelBackend{ReadWriteCloser: rwc, t: c.tunnel}
+		}
 		return nil
 	}
-	req := resp.Request
+	if p.stale == nil || c == nil {
+		return nil
+	}
 	switch resp.StatusCode {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		if e, ok := p.stale.get(req); ok {
+		if e, ok := p.stale.get(c.in); ok {
 			_ = resp.Body.Close()
 			e.fill(resp, "upstream_"+fmt.Sprint(resp.StatusCode), p.now())
 		}
 		return nil
 	}
-	p.stale.capture(resp)
+	p.stale.capture(c.in, resp)
 	return nil
 }
 
+// serveStale answers r (inbound, or outbound within a call) with its stale
+// copy, if there is one.
 func (p *Proxy) serveStale(w http.ResponseWriter, r *http.Request, why string) bool {
 	if p.stale == nil {
 		return false
+	}
+	if c := callOf(r.Context()); c != nil {
+		r = c.in
 	}
 	e, ok := p.stale.get(r)
 	if !ok {
@@ -614,8 +715,9 @@ func (dw *deadlineWriter) Flush() {
 
 func (dw *deadlineWriter) Unwrap() http.ResponseWriter { return dw.ResponseWriter }
 
-// Gates returns every gate: the upstream gate first, then the routes'.
-// Pass them to server.Config.Gates (metrics, /state, closed on shutdown).
+// Gates returns every gate: the upstream gate first, then the routes',
+// then the tunnels gate when a route allows upgrades. Pass them to
+// server.Config.Gates (metrics, /state, closed on shutdown).
 func (p *Proxy) Gates() []*admit.Gate {
 	gs := []*admit.Gate{p.upstream.gate}
 	for _, rt := range p.routes {
@@ -623,10 +725,13 @@ func (p *Proxy) Gates() []*admit.Gate {
 			gs = append(gs, rt.gates.gate)
 		}
 	}
+	if p.tunnels != nil {
+		gs = append(gs, p.tunnels.gates.gate)
+	}
 	return gs
 }
 
-// Adaptives returns the adaptive limits (for promsluice.LimitMetrics).
+// Adaptives returns the adaptive limits (for promsluice.Metrics.Add).
 func (p *Proxy) Adaptives() []*limit.Adaptive {
 	var as []*limit.Adaptive
 	if p.upstream.adaptive != nil {
@@ -647,8 +752,7 @@ func (p *Proxy) Breaker() *breaker.Breaker { return p.breaker }
 func (p *Proxy) Policy() *retry.Policy { return p.policy }
 
 // QuotaStats returns the routes' quota counters (for
-// promsluice.NewQuotaMetrics and promsluice.QuotaRefusals), local and
-// fleet alike.
+// promsluice.Metrics.Add), local and fleet alike.
 func (p *Proxy) QuotaStats() []func() quota.Stats {
 	var out []func() quota.Stats
 	for _, rt := range p.routes {
@@ -700,7 +804,7 @@ type Refusal struct {
 // Refusals returns the counts of refusals made outside gates and quotas,
 // so that together with the gates' counters and the quotas' Stats
 // (QuotaStats) every refusal is attributable: `sluice proxy` hands both
-// to promsluice.GateMetrics.AddRefusals.
+// to promsluice.Metrics.AddRefusals.
 func (p *Proxy) Refusals() []Refusal {
 	p.refusals.mu.Lock()
 	defer p.refusals.mu.Unlock()

@@ -196,9 +196,20 @@ func TestDeadlinePropagated(t *testing.T) {
 	if err != nil || secs <= 0 || secs >= 2 {
 		t.Fatalf("upstream saw Request-Timeout %q; want the remaining budget, above 0 and below the client's 2 s", v)
 	}
-	// Without a budget the header is not invented.
+	// Without a budget of the client's, the upstream is sent what is
+	// left of the proxy's own total deadline.
+	if code, _, _, _ := get(t, c, base+"/"); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	v, _ = seen.Load().(string)
+	if secs, err := strconv.ParseFloat(v, 64); err != nil || secs <= 25 || secs >= DefaultCallTimeout.Seconds() {
+		t.Fatalf("no client budget: upstream saw Request-Timeout %q; want what is left of the proxy's %v", v, DefaultCallTimeout)
+	}
+	// With no deadline at all the header is not invented.
+	p = mustNew(t, Config{Upstreams: []*url.URL{up}, CallTimeout: -1})
+	base, c = front(t, p)
 	if code, _, _, _ := get(t, c, base+"/"); code != 200 || seen.Load().(string) != "" {
-		t.Fatalf("no budget: upstream saw Request-Timeout %q", seen.Load())
+		t.Fatalf("no deadline: upstream saw Request-Timeout %q", seen.Load())
 	}
 }
 

@@ -17,6 +17,8 @@ type State struct {
 	Routes    []RouteState    `json:"routes"`
 	Refusals  []Refusal       `json:"refusals"`
 	Stale     *StaleState     `json:"stale,omitempty"`
+	// Tunnels is set when a route allows upgrades.
+	Tunnels *TunnelState `json:"tunnels,omitempty"`
 }
 
 // GateState is one gate's occupancy, its queue (discipline, age, classes)
@@ -135,6 +137,9 @@ func (p *Proxy) State() State {
 	}
 	if p.stale != nil {
 		st.Stale = &StaleState{Entries: p.stale.cache.Len()}
+	}
+	if p.tunnels != nil {
+		st.Tunnels = p.tunnels.state()
 	}
 	return st
 }

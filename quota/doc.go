@@ -50,7 +50,7 @@
 //     shard, which then comes back with a full bucket; RefuseNew refuses
 //     the newcomer with reason full (an overload answer, 503) and keeps
 //     every known client's bucket. Both are counted (Stats.EvictedLRU,
-//     Stats.RefusedFull) and exported as metrics. Eviction is LRU per
+//     Stats.RejectedFull) and exported as metrics. Eviction is LRU per
 //     shard, which approximates global LRU for large tables; tables of up
 //     to 1024 keys have one shard and are exact.
 //

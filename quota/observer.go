@@ -10,7 +10,7 @@ import (
 const (
 	ModeLocal    = "local"    // a local Quota: this process's buckets only
 	ModeFleet    = "fleet"    // a fleet quota deciding with its shared store
-	ModeFallback = "fallback" // a fleet quota whose store is unreachable, deciding by its fallback policy
+	ModeFallback = "fallback" // a fleet quota whose store is unreachable, deciding by its fallback
 )
 
 // Stats is a quota's counters, for metrics and /state. Counters only grow.
@@ -18,15 +18,15 @@ type Stats struct {
 	Quota    string `json:"quota"`
 	Mode     string `json:"mode"`
 	WhenFull string `json:"when_full"`
-	// Allowed and Limited count decisions: admitted, and refused with
+	// Allowed and Limited count decisions: admitted, and rejected with
 	// reason rate.
 	Allowed uint64 `json:"allowed"`
 	Limited uint64 `json:"limited"`
-	// RefusedFull counts new keys refused because the table was full
-	// (RefuseNew); RefusedStore counts refusals because a fleet store was
-	// unreachable and the policy is to fail closed.
-	RefusedFull  uint64 `json:"refused_full"`
-	RefusedStore uint64 `json:"refused_store"`
+	// RejectedFull counts new keys rejected because the table was full
+	// (RefuseNew); RejectedStore counts rejections because a fleet store was
+	// unreachable and its fallback is to fail closed.
+	RejectedFull  uint64 `json:"rejected_full"`
+	RejectedStore uint64 `json:"rejected_store"`
 	// Keys is the key table's size now, MaxKeys its bound.
 	Keys    int `json:"keys"`
 	MaxKeys int `json:"max_keys"`
@@ -34,9 +34,9 @@ type Stats struct {
 	// idleness and to make room.
 	EvictedIdle uint64 `json:"evicted_idle"`
 	EvictedLRU  uint64 `json:"evicted_lru"`
-	// Fleet quotas only: decisions made by the fallback policy, store
-	// calls that failed or timed out, and the breaker's state ("closed",
-	// "open", "half-open").
+	// Fleet quotas only: decisions made by the fallback, store calls that
+	// failed or timed out, and the store breaker's state ("closed",
+	// "open", "half_open").
 	FallbackDecisions uint64 `json:"fallback_decisions,omitempty"`
 	StoreErrors       uint64 `json:"store_errors,omitempty"`
 	Breaker           string `json:"breaker,omitempty"`

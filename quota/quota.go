@@ -36,16 +36,16 @@ var ErrInvalidConfig = errors.New("quota: invalid config")
 // bucket can ever hold, so no amount of waiting would admit it.
 var ErrCostOverBurst = errors.New("quota: cost larger than the burst")
 
-// FullPolicy says what happens to a new key when the key table is full and
+// WhenFull says what happens to a new key when the key table is full and
 // no idle key can be evicted.
-type FullPolicy uint8
+type WhenFull uint8
 
 const (
 	// EvictLRU (the zero value) evicts the least recently used key it
 	// samples, so the new key gets a fresh bucket. A flood of new keys
 	// cannot grow memory, but it can push out a quiet client's
 	// half-spent bucket, which that client then gets back full.
-	EvictLRU FullPolicy = iota
+	EvictLRU WhenFull = iota
 	// RefuseNew refuses the new key with reason full (an overload
 	// refusal, 503 at the HTTP edge) until a key goes idle. Known keys
 	// keep their buckets; unknown clients wait.
@@ -53,7 +53,7 @@ const (
 )
 
 // String returns "evict_lru" or "refuse_new".
-func (p FullPolicy) String() string {
+func (p WhenFull) String() string {
 	if p == RefuseNew {
 		return "refuse_new"
 	}
@@ -83,22 +83,23 @@ type Config struct {
 	// one, so evicting it forgives nothing. Negative means keys are
 	// evicted only when the table is full.
 	IdleTimeout time.Duration
-	// WhenFull is the policy for a new key when the table is full.
-	WhenFull FullPolicy
+	// WhenFull is what a new key meets when the table is full.
+	WhenFull WhenFull
 	// Observer receives one event per decision and per eviction. Nil
 	// means none.
 	Observer Observer
 }
 
-// Policy is a quota's shape as clients see it.
-type Policy struct {
+// Shape is a quota as its clients see it: its name, rate and burst (what
+// the RateLimit-Policy header announces at the HTTP edge).
+type Shape struct {
 	Name  string
 	Rate  float64 // tokens per second
 	Burst int     // bucket size in tokens
 }
 
 // RefillTime is how long an empty bucket takes to fill up again.
-func (p Policy) RefillTime() time.Duration {
+func (p Shape) RefillTime() time.Duration {
 	return durationOf(float64(p.Burst) / p.Rate)
 }
 
@@ -117,7 +118,7 @@ type Decision struct {
 // from the bucket's refill time for cost); other errors (ErrCostOverBurst)
 // are not refusals. Implementations are safe for concurrent use.
 type Limiter interface {
-	Policy() Policy
+	Shape() Shape
 	Decide(ctx context.Context, key string, cost int) (Decision, error)
 }
 
@@ -128,7 +129,7 @@ type Quota struct {
 	limit       rate.Limit
 	burst       int
 	idleTimeout time.Duration // < 0: never idle-evicted
-	whenFull    FullPolicy
+	whenFull    WhenFull
 	maxKeys     int
 	observer    Observer
 	epoch       time.Time // lastUsed values are nanoseconds since epoch
@@ -183,9 +184,9 @@ func New(cfg Config) (*Quota, error) {
 		return nil, fmt.Errorf("%w: MaxKeys %d must be 0 (default) or more", ErrInvalidConfig, cfg.MaxKeys)
 	}
 	if cfg.WhenFull > RefuseNew {
-		return nil, fmt.Errorf("%w: WhenFull %d is not a policy", ErrInvalidConfig, cfg.WhenFull)
+		return nil, fmt.Errorf("%w: WhenFull %d: want EvictLRU or RefuseNew", ErrInvalidConfig, cfg.WhenFull)
 	}
-	p := Policy{Rate: cfg.Rate, Burst: cfg.Burst}
+	p := Shape{Rate: cfg.Rate, Burst: cfg.Burst}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = max(time.Second, p.RefillTime())
 	}
@@ -240,8 +241,8 @@ func CheckName(name string) error {
 // Name returns the quota's name.
 func (q *Quota) Name() string { return q.name }
 
-// Policy returns the quota's shape.
-func (q *Quota) Policy() Policy { return Policy{Name: q.name, Rate: float64(q.limit), Burst: q.burst} }
+// Shape returns the quota's name, rate and burst.
+func (q *Quota) Shape() Shape { return Shape{Name: q.name, Rate: float64(q.limit), Burst: q.burst} }
 
 // MaxKeys returns the key table's bound.
 func (q *Quota) MaxKeys() int { return q.maxKeys }
@@ -255,7 +256,7 @@ func (q *Quota) AllowN(key string, cost int) error { return q.AllowNAt(key, cost
 // AllowNAt spends cost tokens (cost < 1 counts as 1) of key's bucket at
 // time now, or refuses. A refusal is a *admit.RejectedError with reason
 // rate whose RetryAfter is when the bucket will hold cost tokens, or reason
-// full when the key is new, the table is full and the policy is RefuseNew.
+// full when the key is new, the table is full and WhenFull is RefuseNew.
 // A cost above the burst returns ErrCostOverBurst. For a known key that is
 // admitted it allocates nothing.
 func (q *Quota) AllowNAt(key string, cost int, now time.Time) error {
@@ -338,7 +339,7 @@ func durationOf(sec float64) time.Duration {
 }
 
 // lookup returns key's entry, creating it (and making room) if needed
-// (s.mu held). It returns nil when the table is full and the policy is
+// (s.mu held). It returns nil when the table is full and WhenFull is
 // RefuseNew.
 func (q *Quota) lookup(s *shard, key string, now time.Time) *entry {
 	ns := int64(now.Sub(q.epoch))
@@ -417,7 +418,7 @@ func (q *Quota) Stats() Stats {
 		s.mu.Lock()
 		st.Allowed += s.allowed
 		st.Limited += s.limited
-		st.RefusedFull += s.full
+		st.RejectedFull += s.full
 		st.EvictedIdle += s.idle
 		st.EvictedLRU += s.evicted
 		st.Keys += s.lru.Len()

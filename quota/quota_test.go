@@ -163,7 +163,7 @@ func TestRefuseNewWhenFull(t *testing.T) {
 	if re.Reason() != admit.ReasonFull || !re.Reason().Overload() {
 		t.Fatalf("new key into a full RefuseNew table: reason %v, want full", re.Reason())
 	}
-	if st := q.Stats(); st.RefusedFull != 1 || st.Keys != 2 || st.EvictedLRU != 0 {
+	if st := q.Stats(); st.RejectedFull != 1 || st.Keys != 2 || st.EvictedLRU != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	// Once a key has been idle for IdleTimeout it makes room.
@@ -206,12 +206,12 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 	q := mustNew(t, Config{})
-	if p := q.Policy(); p.Name != "quota" || p.Rate != DefaultRate || p.Burst != 10 || q.MaxKeys() != DefaultMaxKeys {
-		t.Fatalf("zero Config: policy %+v, max keys %d", p, q.MaxKeys())
+	if p := q.Shape(); p.Name != "quota" || p.Rate != DefaultRate || p.Burst != 10 || q.MaxKeys() != DefaultMaxKeys {
+		t.Fatalf("zero Config: shape %+v, max keys %d", p, q.MaxKeys())
 	}
 	q = mustNew(t, Config{Rate: 0.5})
-	if q.Policy().Burst != 1 {
-		t.Fatalf("burst for rate 0.5: %d, want 1", q.Policy().Burst)
+	if q.Shape().Burst != 1 {
+		t.Fatalf("burst for rate 0.5: %d, want 1", q.Shape().Burst)
 	}
 }
 
@@ -272,10 +272,10 @@ func TestConcurrentDecisions(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
 	st := q.Stats()
-	if got := st.Allowed + st.Limited + st.RefusedFull; got != uint64(attempts.Load()) {
+	if got := st.Allowed + st.Limited + st.RejectedFull; got != uint64(attempts.Load()) {
 		t.Fatalf("allowed+limited+refused = %d, attempts %d", got, attempts.Load())
 	}
-	if uint64(obs.allowed.Load()) != st.Allowed || uint64(obs.limited.Load()) != st.Limited+st.RefusedFull {
+	if uint64(obs.allowed.Load()) != st.Allowed || uint64(obs.limited.Load()) != st.Limited+st.RejectedFull {
 		t.Fatalf("observer saw %d/%d, stats %+v", obs.allowed.Load(), obs.limited.Load(), st)
 	}
 	if uint64(obs.evicted.Load()) != st.EvictedIdle+st.EvictedLRU {

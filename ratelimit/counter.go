@@ -287,7 +287,7 @@ func (c *fixedRedis) stats() quota.Stats {
 	st.Mode = c.mode()
 	st.FallbackDecisions = c.fallbacks.Load()
 	st.StoreErrors = c.storeErrors.Load()
-	st.RefusedStore = c.refusedStore.Load()
+	st.RejectedStore = c.refusedStore.Load()
 	st.Breaker = c.br.State().String()
 	st.Keys, st.MaxKeys = 0, 0
 	if c.share != nil {

@@ -193,7 +193,7 @@ func (s *Service) domainSums(l *loaded) map[string]*quota.Stats {
 		st, sum := lim.c.stats(), get(lim.domain)
 		sum.Allowed += st.Allowed
 		sum.Limited += st.Limited
-		sum.RefusedStore += st.RefusedStore
+		sum.RejectedStore += st.RejectedStore
 		sum.FallbackDecisions += st.FallbackDecisions
 		sum.StoreErrors += st.StoreErrors
 		if st.Mode == quota.ModeFallback {
@@ -216,7 +216,7 @@ func (s *Service) domainSums(l *loaded) map[string]*quota.Stats {
 		sum := get(d)
 		sum.Allowed += r.Allowed
 		sum.Limited += r.Limited
-		sum.RefusedStore += r.RefusedStore
+		sum.RejectedStore += r.RejectedStore
 		sum.FallbackDecisions += r.FallbackDecisions
 		sum.StoreErrors += r.StoreErrors
 	}

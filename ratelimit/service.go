@@ -279,7 +279,7 @@ func (s *Service) retire(l *limiter) {
 	}
 	r.Allowed += st.Allowed
 	r.Limited += st.Limited
-	r.RefusedStore += st.RefusedStore
+	r.RejectedStore += st.RejectedStore
 	r.FallbackDecisions += st.FallbackDecisions
 	r.StoreErrors += st.StoreErrors
 }

@@ -78,7 +78,8 @@
 // Policy.Stats counts every Event (attempts, retries, budget exhausted,
 // throttled locally, Retry-After honoured or refused, deadline expired,
 // breaker open, no-retry signal seen); Config.Observer receives them as
-// they happen, and promsluice.RetryMetrics exports them to Prometheus.
+// they happen, and promsluice.Metrics (Add the policy) exports them to
+// Prometheus.
 //
 // # Concurrency and cost
 //

@@ -38,7 +38,7 @@ func (e Event) String() string {
 
 // Observer receives a Policy's events. Implementations must be safe for
 // concurrent use and fast: they are called on the request path.
-// promsluice.RetryMetrics is one.
+// (promsluice.Metrics needs none: it reads the policy's Stats.)
 type Observer interface {
 	ObserveRetry(policy string, e Event)
 }

@@ -37,7 +37,7 @@
 //     the probes written before /livez and /readyz).
 //   - GET /metrics: Prometheus text from a registry holding the process
 //     and Go runtime collectors (process_cpu_seconds_total and friends),
-//     the gates (promsluice.GateMetrics) and the listener
+//     the gates (promsluice.Metrics) and the listener
 //     (promsluice.ConnMetrics).
 //   - GET /state: JSON, per gate offered, admitted, rejected by reason,
 //     completed by outcome, inflight, waiting and capacity; the
@@ -63,7 +63,10 @@
 //     passes, the remaining connections are closed and Serve reports what
 //     was cut short (slots still held per gate, connections still open) in
 //     the log and in a *CutShortError;
-//  6. shuts the admin listener down last, so the drain can be watched.
+//  6. closes the connections the handler took over (Config.CloseHijacked:
+//     upgrade tunnels), which the drain does not wait for, and says how
+//     many it cut instead of reporting a clean shutdown;
+//  7. shuts the admin listener down last, so the drain can be watched.
 //
 // Server.Abort (a second SIGINT or SIGTERM, in sluice serve) ends steps 2
 // to 5 at once: every connection is closed, the log says what was cut,

@@ -15,7 +15,7 @@ import (
 // A handler behind a gate on the server frame, its health on the admin
 // listener, and a graceful shutdown when the context ends.
 func Example() {
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	work, _ := admit.New(admit.Config{Name: "work", Capacity: 8, Observer: gm})
 	mw, _ := httpgate.New(httpgate.Config{})
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
@@ -24,7 +24,7 @@ func Example() {
 	defer cancel()
 	srv, err := server.Listen(ctx, server.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", // real servers use fixed ports
-		Handler: mw.Guard(work, hello), Gates: []*admit.Gate{work}, GateMetrics: gm,
+		Handler: mw.Guard(work, hello), Gates: []*admit.Gate{work}, Metrics: gm,
 	})
 	if err != nil {
 		fmt.Println(err)

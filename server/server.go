@@ -107,14 +107,14 @@ type Config struct {
 	Gates []*admit.Gate
 
 	// Limits are adaptive limits moving the gates' capacities, reported
-	// by /state (register promsluice.NewLimitMetrics in Collectors for
-	// /metrics).
+	// by /state (Add them to Metrics too for /metrics).
 	Limits []*limit.Adaptive
 
-	// GateMetrics exports the gates. Pass the one whose Observer the
-	// gates were created with to get the wait and hold histograms. Nil
-	// means a new one (counters only).
-	GateMetrics *promsluice.GateMetrics
+	// Metrics exports the gates, and whatever else was added to it (see
+	// promsluice.Metrics.Add). Pass the one the gates were built with
+	// (its NewGate, or it as their Observer) to get the wait and hold
+	// histograms. Nil means a new one (the gates' counters only).
+	Metrics *promsluice.Metrics
 
 	// Collectors are registered on the admin /metrics beside the gate and
 	// connection metrics (a cache's counters, for example).
@@ -167,6 +167,13 @@ type Config struct {
 	// OnShutdown functions are called, in order, when shutdown begins,
 	// before the gates close (the lab ends its held work here).
 	OnShutdown []func()
+
+	// CloseHijacked, if set, closes the connections the handler took over
+	// (Hijack: upgrade tunnels), which http.Server.Shutdown neither waits
+	// for nor closes, and returns how many it closed. Shutdown calls it
+	// once the requests have drained or been cut; a nonzero count means
+	// the shutdown cut work, so it is not reported clean. Nil: none.
+	CloseHijacked func() int
 
 	// Logger receives start, shutdown and cut-short records. Nil means
 	// silent.
@@ -243,6 +250,7 @@ type Server struct {
 	extras   map[string]func() any
 	timeout  time.Duration
 	hooks    []func()
+	hijacked func() int
 	logger   *slog.Logger
 	delay    time.Duration
 	draining atomic.Bool
@@ -356,6 +364,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		logger:  cfg.Logger,
 		abort:   make(chan struct{}),
 	}
+	s.hijacked = cfg.CloseHijacked
 	handler := cfg.Handler
 	if handler == nil {
 		handler = http.NotFoundHandler()
@@ -393,12 +402,14 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 
 	s.registry = prometheus.NewRegistry()
-	gm := cfg.GateMetrics
+	gm := cfg.Metrics
 	if gm == nil {
-		gm = promsluice.NewGateMetrics()
+		gm = promsluice.NewMetrics()
 	}
 	for _, g := range cfg.Gates {
-		gm.Add(g)
+		if err := gm.Add(g); err != nil {
+			return nil, fmt.Errorf("%w: Gates: %v", ErrInvalidConfig, err)
+		}
 	}
 	if err := s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -567,6 +578,10 @@ func (s *Server) shutdown() error {
 	for _, g := range s.gates {
 		g.Close() // also when the wait was skipped
 	}
+	cutHijacked := 0
+	if s.hijacked != nil {
+		cutHijacked = s.hijacked()
+	}
 	if s.adminSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
 		if s.aborted() {
@@ -577,8 +592,11 @@ func (s *Server) shutdown() error {
 		}
 		cancel()
 	}
-	if cut == nil {
+	switch {
+	case cut == nil && cutHijacked == 0:
 		s.log(slog.LevelInfo, "shut down cleanly")
+	case cut == nil:
+		s.log(slog.LevelWarn, "shut down; cut connections the handler had taken over", slog.Int("hijacked", cutHijacked))
 	}
 	return cut
 }

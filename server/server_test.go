@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ type fixture struct {
 
 func start(t *testing.T, gateCfg admit.Config, mutate func(*server.Config)) *fixture {
 	t.Helper()
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	gateCfg.Name = "work"
 	gateCfg.Observer = gm
 	g, err := admit.New(gateCfg)
@@ -80,7 +81,7 @@ func start(t *testing.T, gateCfg admit.Config, mutate func(*server.Config)) *fix
 	mux.HandleFunc("/panic", func(http.ResponseWriter, *http.Request) { panic("handler exploded") })
 	cfg := server.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		Handler: mux, Gates: []*admit.Gate{g}, GateMetrics: gm,
+		Handler: mux, Gates: []*admit.Gate{g}, Metrics: gm,
 		Conn:   connlimit.Config{MaxConns: 64},
 		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -426,5 +427,22 @@ func TestOnShutdownHooksRun(t *testing.T) {
 	}
 	if !f.srv.Draining() {
 		t.Error("not draining after shutdown")
+	}
+}
+
+// TestCloseHijackedNotClean: connections the handler took over are closed
+// at shutdown, after the drain, and a shutdown that cut some is not
+// reported clean.
+func TestCloseHijackedNotClean(t *testing.T) {
+	var calls atomic.Int64
+	f := start(t, admit.Config{}, func(c *server.Config) {
+		c.CloseHijacked = func() int { calls.Add(1); return 2 }
+	})
+	if err := f.stop(); err != nil {
+		t.Fatal(err)
+	}
+	logs := f.logs.String()
+	if calls.Load() != 1 || strings.Contains(logs, "shut down cleanly") || !strings.Contains(logs, "hijacked=2") {
+		t.Fatalf("CloseHijacked called %d times; log:\n%s\nwant one call, the cut counted, no clean shutdown", calls.Load(), logs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/limit"
 )
 
 // Defaults applied to zero Config fields.
@@ -143,6 +144,13 @@ type Config struct {
 
 	// Observer, if not nil, sees every decision of the disk gate.
 	Observer admit.Observer
+
+	// Limit, if not nil, lets an adaptive limit move the disk gate's
+	// capacity (limit.NewGate builds the gate with it): WorkLimit is then
+	// where it starts, unless Limit.Initial says otherwise, and
+	// Handler.Limit returns it. Nil keeps the capacity fixed at WorkLimit.
+	// It needs a gate (WorkLimit not negative).
+	Limit *limit.Config
 
 	// Logger receives one line per unexpected failure (a read error, a
 	// file that changed while it was read). Nil means silent.

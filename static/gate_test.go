@@ -2,6 +2,7 @@ package static_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -454,3 +456,37 @@ func TestKnownFileRefusedBeforeItsOpen(t *testing.T) {
 		t.Errorf("known file with the slot free: %d %q", r.status, r.body)
 	}
 }
+
+// Config.Limit builds the disk gate with an adaptive limit that starts
+// from WorkLimit, observes the reads beside Config.Observer, and is
+// returned by Handler.Limit; without a gate it is an error.
+func TestAdaptiveDiskGate(t *testing.T) {
+	dir := writeTree(t, map[string]string{"a.txt": "a\n"})
+	own := &countReads{}
+	s := serveDir(t, dir, static.Config{WorkLimit: 12, CacheBytes: -1, Observer: own,
+		Limit: &limit.Config{Law: &limit.AIMD{}, Min: 2, Max: 20}})
+	a := s.h.Limit()
+	if a == nil || a.State().Gate != static.GateName || a.Limit() != 12 || s.h.Gate().Capacity() != 12 {
+		t.Fatalf("adaptive disk gate: limit %v, capacity %d; want one attached to %q starting at 12", a, s.h.Gate().Capacity(), static.GateName)
+	}
+	for range 3 {
+		if r := s.get(t, "/a.txt"); r.status != http.StatusOK {
+			t.Fatalf("GET: %d", r.status)
+		}
+	}
+	if n := own.n.Load(); n != 3 {
+		t.Errorf("Config.Observer saw %d completed reads, want 3 (the limit must not replace it)", n)
+	}
+	if s := serveDir(t, dir, static.Config{WorkLimit: 4}); s.h.Limit() != nil {
+		t.Error("a fixed disk gate reports an adaptive limit")
+	}
+	if _, err := static.New(static.Config{FS: os.DirFS(dir), WorkLimit: -1, Limit: &limit.Config{}}); !errors.Is(err, static.ErrInvalidConfig) {
+		t.Errorf("an adaptive limit without a gate: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// countReads counts the disk gate's completions.
+type countReads struct{ n atomic.Int64 }
+
+func (c *countReads) ObserveAdmission(admit.AdmissionEvent)   {}
+func (c *countReads) ObserveCompletion(admit.CompletionEvent) { c.n.Add(1) }

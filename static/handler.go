@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/limit"
 )
 
 // Handler serves files with disk reads behind the "disk" gate. It is an
@@ -28,8 +29,9 @@ type Handler struct {
 	cur         atomic.Pointer[rootSnap]
 	rootPath    string // Config.Root, "" otherwise
 	rootChecked atomic.Int64
-	rootMu      sync.Mutex  // serialises root swaps
-	gate        *admit.Gate // nil with WorkLimit < 0: no gate at all
+	rootMu      sync.Mutex      // serialises root swaps
+	gate        *admit.Gate     // nil with WorkLimit < 0: no gate at all
+	adaptive    *limit.Adaptive // nil without Config.Limit
 	kindRead    admit.Kind
 	kindStream  admit.Kind
 	cache       *cache // nil when the cache is off
@@ -73,6 +75,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.WorkLimit < 0 && cfg.Scope == ScopeRequest {
 		return nil, fmt.Errorf("%w: ScopeRequest needs a gate (WorkLimit %d turns it off)", ErrInvalidConfig, cfg.WorkLimit)
 	}
+	if cfg.WorkLimit < 0 && cfg.Limit != nil {
+		return nil, fmt.Errorf("%w: an adaptive Limit needs a gate (WorkLimit %d turns it off)", ErrInvalidConfig, cfg.WorkLimit)
+	}
 	if cfg.Queue < 0 {
 		return nil, fmt.Errorf("%w: negative queue %d", ErrInvalidConfig, cfg.Queue)
 	}
@@ -109,18 +114,18 @@ func New(cfg Config) (*Handler, error) {
 		if cfg.Queue == 0 {
 			maxWait = 0 // documented as ignored without a queue
 		}
-		gate, err := admit.New(admit.Config{
+		gate, adaptive, err := limit.NewGate(admit.Config{
 			Name:       GateName,
 			Capacity:   cfg.WorkLimit,
 			MaxWaiters: cfg.Queue,
 			MaxWait:    maxWait,
 			Kinds:      []string{KindRead, KindStream},
 			Observer:   cfg.Observer,
-		})
+		}, cfg.Limit)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
-		h.gate = gate
+		h.gate, h.adaptive = gate, adaptive
 		h.kindRead, h.kindStream = gate.Kind(KindRead), gate.Kind(KindStream)
 	}
 
@@ -149,6 +154,10 @@ func New(cfg Config) (*Handler, error) {
 // Gate returns the "disk" gate, for metrics and state pages, or nil when
 // Config.WorkLimit turned the gate off.
 func (h *Handler) Gate() *admit.Gate { return h.gate }
+
+// Limit returns the adaptive limit moving the disk gate (Config.Limit),
+// for metrics and state pages, or nil when the capacity is fixed.
+func (h *Handler) Limit() *limit.Adaptive { return h.adaptive }
 
 // Close closes the gate (reads still in flight finish; new ones are
 // refused with reason closed) and the root directory. Call it after the

@@ -27,8 +27,9 @@ func fullGate(b *testing.B, d admit.Discipline) *admit.Gate {
 	}
 	g, err := admit.New(admit.Config{
 		Name: "full", Capacity: slots, MaxWaiters: 64, MaxWait: 100 * time.Millisecond,
-		Discipline: d, ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1},
-		Observer: a, // every permit timed, every completion sampled by the limit
+
+		Observer: a, // every permit timed, every completion sampled by the limit,
+		Queueing: admit.Queueing{Discipline: d, ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -145,8 +146,8 @@ func partGate(b *testing.B, obs admit.Observer, untimed bool) *admit.Gate {
 	b.Helper()
 	g, err := admit.New(admit.Config{
 		Name: "part", Capacity: slots, MaxWaiters: 64, MaxWait: 100 * time.Millisecond,
-		ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1},
-		Observer:    obs, NoTiming: untimed, SampleEvery: 1,
+		Observer: obs, NoTiming: untimed, SampleEvery: 1,
+		Queueing: admit.Queueing{ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}},
 	})
 	if err != nil {
 		b.Fatal(err)

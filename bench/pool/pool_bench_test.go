@@ -74,7 +74,7 @@ func BenchmarkSubmitRun(b *testing.B) {
 	})
 	b.Run("sluice/callerruns", func(b *testing.B) {
 		// No queue; when every worker is busy the submitter runs the task.
-		p := newSluice(b, pool.Config{Core: workers(), Policy: pool.CallerRuns})
+		p := newSluice(b, pool.Config{Core: workers(), WhenFull: pool.CallerRuns})
 		var wg sync.WaitGroup
 		task := &trivial{wg: &wg}
 		b.ReportAllocs()
@@ -173,7 +173,7 @@ func BenchmarkSubmitRunParallel(b *testing.B) {
 		wg.Wait()
 	})
 	b.Run("sluice/callerruns", func(b *testing.B) {
-		p := newSluice(b, pool.Config{Core: workers(), Policy: pool.CallerRuns})
+		p := newSluice(b, pool.Config{Core: workers(), WhenFull: pool.CallerRuns})
 		var wg sync.WaitGroup
 		task := &trivial{wg: &wg}
 		b.ReportAllocs()

@@ -104,7 +104,7 @@ func TestDoctorExitCodes(t *testing.T) {
 // the stall and exits 1.
 func TestDoctorExitsOneOnStall(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	g, err := admit.New(admit.Config{Name: "db", Capacity: 1, Observer: gm})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestDoctorExitsOneOnStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := server.Listen(context.Background(), server.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		Gates: []*admit.Gate{g}, GateMetrics: gm, ShutdownTimeout: -1})
+		Gates: []*admit.Gate{g}, Metrics: gm, ShutdownTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

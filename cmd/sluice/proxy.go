@@ -11,13 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/proxy"
-	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -73,6 +71,41 @@ type proxyOptions struct {
 	ejectFor      time.Duration
 	staleIfError  time.Duration
 	queueFlags    // --queue-discipline, --priority-header, --class-share: as serve's
+	requestPath   // --timeout, --upstream-idle-timeout, --max-tunnels, --tunnel-idle-timeout
+}
+
+// requestPath are the flags bounding one request's way through the proxy
+// and its tunnels.
+type requestPath struct {
+	callTimeout  time.Duration
+	upstreamIdle time.Duration
+	maxTunnels   int64
+	tunnelIdle   time.Duration
+}
+
+func (o *requestPath) register(fs *flag.FlagSet) {
+	fs.DurationVar(&o.callTimeout, "timeout", proxy.DefaultCallTimeout, "longest wait for the upstream's answer, every attempt and retry included (each attempt gets\n"+
+		"at most --upstream-timeout, and no more than is left); the upstream is sent what is left in Request-Timeout")
+	fs.DurationVar(&o.upstreamIdle, "upstream-idle-timeout", proxy.DefaultUpstreamIdleTimeout, "cut an answer whose body the upstream stops sending for this long (counted against the upstream;\n"+
+		"time spent writing to a slow client does not count)")
+	fs.Int64Var(&o.maxTunnels, "max-tunnels", proxy.DefaultMaxTunnels, "slots of the \"tunnels\" gate: upgraded connections (WebSocket) open at once, for routes whose \"upgrades\" allow them")
+	fs.DurationVar(&o.tunnelIdle, "tunnel-idle-timeout", proxy.DefaultTunnelIdleTimeout, "close a tunnel with no byte either way for this long")
+}
+
+func (o *requestPath) validate() []error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"timeout", o.callTimeout}, {"upstream-idle-timeout", o.upstreamIdle}, {"tunnel-idle-timeout", o.tunnelIdle}} {
+		if err := checkDuration(d.name, d.v, minTimeout, maxTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.maxTunnels < 1 || o.maxTunnels > admit.MaxCapacity {
+		errs = append(errs, fmt.Errorf("--max-tunnels %d: want 1 to %d", o.maxTunnels, admit.MaxCapacity))
+	}
+	return errs
 }
 
 func (o *proxyOptions) register(fs *flag.FlagSet) {
@@ -92,6 +125,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ejectFor, "eject-for", proxy.DefaultEjectFor, "how long an ejected instance gets no traffic")
 	o.queueFlags.register(fs, "upstream")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
+	o.requestPath.register(fs)
 }
 
 // proxyConfig validates the flags and builds the proxy's Config. Errors
@@ -131,6 +165,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	if _, err := o.queueFlags.compile(o.queue); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.requestPath.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return proxy.Config{}, err
 	}
@@ -153,6 +188,11 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		EjectFor:     o.ejectFor,
 		StaleIfError: o.staleIfError,
 		Logger:       logger,
+		// The request path's own bounds (requestPath).
+		CallTimeout:         o.callTimeout,
+		UpstreamIdleTimeout: o.upstreamIdle,
+		MaxTunnels:          o.maxTunnels,
+		TunnelIdleTimeout:   o.tunnelIdle,
 	}
 	if o.ejectAfter == 0 {
 		cfg.EjectAfter = -1
@@ -182,7 +222,10 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		"A reverse proxy that protects the service behind it: a concurrency gate toward the upstream\n"+
 		"(fixed or adaptive), per-route gates, quotas and costs (--config), retries within a budget,\n"+
 		"a circuit breaker, deadline propagation and stale-if-error. Every refusal is 503 or 429 with\n"+
-		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.")
+		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.\n"+
+		"A client's own faults (a malformed or stalled body, leaving) are answered 400/408/499 and never\n"+
+		"counted against the upstream; upgrades (WebSocket) are tunnelled only where a route allows them,\n"+
+		"on their own \"tunnels\" gate, and h2c upgrades never.")
 	var so serveOptions
 	so.register(fs)
 	var po proxyOptions
@@ -228,7 +271,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 			return fail(exitUsage, err)
 		}
 	}
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	cfg.Observer = gm
 	p, err := proxy.New(cfg)
 	if err != nil {
@@ -236,13 +279,14 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	}
 	defer p.Close()
 	so.warn(logger, po.maxInflight)
-	collectors := proxyCollectors(p)
-	quotas.routeQuotas = p.QuotaStats()                            // exported with --quota's
-	handler, collectors, err := quotas.wrap(logger, p, collectors) // --quota: 429 before any route
+	quotas.routeQuotas = p.QuotaStats()    // metered with --quota's
+	handler, err := quotas.wrap(logger, p) // --quota: 429 before any route
 	if err != nil {
 		return fail(exitUsage, err)
 	}
-	attributeRefusals(gm, p, quotas.sources)
+	if err := meterProxy(gm, p, quotas.metered); err != nil {
+		return fail(exitFail, err)
+	}
 	extras := map[string]func() any{"proxy": func() any { return p.State() }}
 	for name, f := range quotas.states {
 		extras[name] = f
@@ -252,8 +296,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		AdminAddr:            so.adminAddr,
 		Handler:              handler,
 		Gates:                p.Gates(),
-		GateMetrics:          gm,
-		Collectors:           collectors,
+		Metrics:              gm,
 		StateExtras:          extras,
 		Conn:                 so.connConfig(),
 		ShutdownTimeout:      so.serverShutdownTimeout(),
@@ -264,6 +307,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		MaxConcurrentStreams: so.maxStreams,
 		Logger:               logger,
 		Pprof:                so.pprof,
+		CloseHijacked:        p.CloseTunnels, // tunnels: the drain does not wait for them
 	})
 	if err != nil {
 		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
@@ -277,43 +321,35 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	return serveUntilDone(ctx, e, "proxy", srv, logger)
 }
 
-// proxyCollectors exports the breaker, the retry policy and adaptive
-// limits (the quotas, route and --quota, are exported by quotas.wrap).
-func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
-	var cs []prometheus.Collector
+// meterProxy meters on m what the proxy built beside its gates: the
+// breaker, the retry policy, the adaptive limits and the quotas (route
+// and --quota), and puts the refusals the proxy makes outside its gates
+// and quotas in sluice_admission_rejected_total, so `sluice load
+// --metrics` attributes every refusal the proxy makes to the gate its
+// answer names: the quotas (rate, full, breaker_open), the breaker and
+// the retry policy. The breaker counts its own refusals (Add), so the
+// proxy's count of its answers for the breaker is left out.
+func meterProxy(m *promsluice.Metrics, p *proxy.Proxy, quotas []any) error {
+	parts := append([]any{p.Policy()}, quotas...)
 	if b := p.Breaker(); b != nil {
-		bm := promsluice.NewBreakerMetrics()
-		bm.Add(b)
-		cs = append(cs, bm)
+		parts = append(parts, b)
 	}
-	rm := promsluice.NewRetryMetrics()
-	rm.Add(p.Policy())
-	cs = append(cs, rm)
-	if as := p.Adaptives(); len(as) > 0 {
-		lm := promsluice.NewLimitMetrics()
-		for _, a := range as {
-			lm.Add(a)
-		}
-		cs = append(cs, lm)
+	for _, a := range p.Adaptives() {
+		parts = append(parts, a)
 	}
-	return cs
-}
-
-// attributeRefusals puts the refusals made outside gates in
-// sluice_admission_rejected_total (through the one collector that owns
-// it), so `sluice load --metrics` attributes every refusal the proxy makes
-// to the gate its answer names: quotas, route and --quota alike (rate,
-// full, breaker_open), the breaker and the retry policy.
-func attributeRefusals(gm *promsluice.GateMetrics, p *proxy.Proxy, quotas []func() quota.Stats) {
-	gm.AddRefusals(promsluice.QuotaRefusals(quotas...))
-	gm.AddRefusals(func() []promsluice.Refusal {
-		rs := p.Refusals()
-		out := make([]promsluice.Refusal, len(rs))
-		for i, r := range rs {
-			out[i] = promsluice.Refusal{Gate: r.Gate, Reason: r.Reason, Count: r.Count}
+	if err := m.Add(parts...); err != nil {
+		return err
+	}
+	m.AddRefusals(func() []promsluice.Refusal {
+		var out []promsluice.Refusal
+		for _, r := range p.Refusals() {
+			if r.Gate != proxy.GateBreaker {
+				out = append(out, promsluice.Refusal{Gate: r.Gate, Reason: r.Reason, Count: r.Count})
+			}
 		}
 		return out
 	})
+	return nil
 }
 
 func hasRouteQuota(routes []proxy.Route) bool {
@@ -329,7 +365,7 @@ func hasRouteQuota(routes []proxy.Route) bool {
 // one of the proxy's own refusal points: their refusals, metrics and
 // fleet keys would be mixed up.
 func checkQuotaNames(quotas quotaList, routes []proxy.Route) error {
-	taken := map[string]bool{proxy.GateUpstream: true, proxy.GateBreaker: true, proxy.GateRetry: true}
+	taken := map[string]bool{proxy.GateUpstream: true, proxy.GateBreaker: true, proxy.GateRetry: true, proxy.GateTunnels: true}
 	for _, rt := range routes {
 		taken[rt.Name], taken[rt.QuotaName()] = true, true
 	}

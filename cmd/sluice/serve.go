@@ -297,7 +297,6 @@ func serveMain(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
-	static.maxWait = adm.maxWait(static.maxWait, static.queue)
 	logger, err := o.log.logger(e.stderr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
@@ -310,22 +309,23 @@ func serveMain(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 
-	// One GateMetrics is both the disk gate's Observer (wait and hold
-	// histograms) and its exporter on /metrics.
-	gm := promsluice.NewGateMetrics()
-	obs, err := adm.observer(gm, logger)
+	// One Metrics is the disk gate's Observer (wait and hold histograms)
+	// and the exporter of everything serve builds on /metrics.
+	gm := promsluice.NewMetrics()
+	lim, err := adm.limitConfig(logger)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
-	h, gates, collectors, cleanup, err := static.build(logger, obs)
+	disk, gates, collectors, cleanup, err := static.build(logger, gm, lim)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
 	defer cleanup()
-	sh := static.handler
-	if h, collectors, err = adm.wire(logger, gates[0], h, collectors); err != nil {
+	sh := disk // the engine's fast path asks its core directly
+	h, err := adm.wire(logger, gm, disk, disk)
+	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
@@ -339,15 +339,19 @@ func serveMain(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
-	handler, collectors, err := quotas.wrap(logger, mw.Deadline(h), collectors) // --quota: 429 before any work
+	handler, err := quotas.wrap(logger, mw.Deadline(h)) // --quota: 429 before any work
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
 	defer quotas.close()
-	// The quotas' refusals in sluice_admission_rejected_total, so that
-	// `sluice load --metrics` attributes them like the gate's.
-	gm.AddRefusals(promsluice.QuotaRefusals(quotas.sources...))
+	// The quotas' counters, and their refusals in
+	// sluice_admission_rejected_total so that `sluice load --metrics`
+	// attributes them like the gate's.
+	if err := gm.Add(quotas.metered...); err != nil {
+		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
+		return exitFail
+	}
 
 	// On the engine, static's core answers what it can (cache hits, plain
 	// cold reads and their refusals) without an *http.Request. With
@@ -365,7 +369,7 @@ func serveMain(ctx context.Context, e env, args []string) int {
 		Handler:              handler,
 		Gates:                gates,
 		Limits:               adm.limits(),
-		GateMetrics:          gm,
+		Metrics:              gm,
 		Collectors:           collectors,
 		StateExtras:          quotas.states,
 		Conn:                 o.connConfig(),

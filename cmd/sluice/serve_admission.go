@@ -7,15 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/static"
 )
 
 // admissionOptions are the `sluice serve` flags that shape the disk gate
@@ -28,11 +26,10 @@ type admissionOptions struct {
 	slo      time.Duration
 	queueFlags
 
-	// set by validate and observer
+	// set by validate and wire
 	law      limit.Law
 	queuing  httpgate.Compiled
 	adaptive *limit.Adaptive
-	gate     atomic.Pointer[admit.Gate] // for the ramp's queue-age signal
 }
 
 // addAdmissionFlags registers the admission flags on fs.
@@ -87,53 +84,35 @@ func (o *admissionOptions) validate(queue int) error {
 	return errors.Join(errs...)
 }
 
-// maxWait is the disk queue's wait limit: the --max-wait given or, with an
-// adaptive --limit, an --slo and a --queue but no --max-wait, the limit
-// package's share of the SLO for the queue (a quarter), so that the
-// queue's wait and the disk read fit in the SLO together.
-func (o *admissionOptions) maxWait(given time.Duration, queue int) time.Duration {
-	if given != 0 || o.law == nil || o.slo <= 0 || queue == 0 {
-		return given
-	}
-	return limit.QueueWaitFor(o.slo)
-}
-
-// observer returns the disk gate's Observer: base, plus the adaptive limit
-// when --limit asks for one.
-func (o *admissionOptions) observer(base admit.Observer, logger *slog.Logger) (admit.Observer, error) {
+// limitConfig returns the disk gate's adaptive limit when --limit asks
+// for one, else nil (a fixed capacity). The disk gate is built with it
+// (limit.NewGate, through static.Config.Limit), which also gives a queue
+// without --max-wait a quarter of --slo, so that the queue's wait and the
+// disk read fit in the SLO together.
+func (o *admissionOptions) limitConfig(logger *slog.Logger) (*limit.Config, error) {
 	if o.law == nil {
-		return base, nil
+		return nil, nil
 	}
-	a, err := limit.New(limit.Config{
-		Law: o.law, Min: o.limitMin, Max: o.limitMax, SLO: o.slo, Logger: logger,
-		Ramp: limit.Ramp{QueueAge: func() time.Duration {
-			if g := o.gate.Load(); g != nil {
-				return g.OldestWait()
-			}
-			return 0
-		}},
-	})
-	if err != nil {
+	cfg := &limit.Config{Law: o.law, Min: o.limitMin, Max: o.limitMax, SLO: o.slo, Logger: logger}
+	if _, err := limit.New(*cfg); err != nil {
 		return nil, fmt.Errorf("--limit %s: %w", o.limit, err)
 	}
-	o.adaptive = a
-	return admit.Observers(base, a), nil
+	return cfg, nil
 }
 
-// wire applies the queue policy to the disk gate, attaches the adaptive
-// limit, and wraps h so the priority header reaches the gate.
-func (o *admissionOptions) wire(logger *slog.Logger, g *admit.Gate, h http.Handler, collectors []prometheus.Collector) (http.Handler, []prometheus.Collector, error) {
-	o.gate.Store(g)
-	if err := g.SetQueuePolicy(o.queuing.Policy); err != nil {
-		return nil, nil, fmt.Errorf("--class-share: %w", err)
-	}
-	if o.adaptive != nil {
-		if err := o.adaptive.Attach(g); err != nil {
-			return nil, nil, fmt.Errorf("--limit %s: %w", o.limit, err)
+// wire applies the queue rules to the disk gate, meters the adaptive
+// limit the handler built on m, and wraps h so the priority header
+// reaches the gate.
+func (o *admissionOptions) wire(logger *slog.Logger, m *promsluice.Metrics, disk *static.Handler, h http.Handler) (http.Handler, error) {
+	if g := disk.Gate(); g != nil {
+		if err := g.SetQueueing(o.queuing.Policy); err != nil {
+			return nil, fmt.Errorf("--class-share: %w", err)
 		}
-		lm := promsluice.NewLimitMetrics()
-		lm.Add(o.adaptive)
-		collectors = append(collectors, lm)
+	}
+	if o.adaptive = disk.Limit(); o.adaptive != nil {
+		if err := m.Add(o.adaptive); err != nil {
+			return nil, err
+		}
 	}
 	if o.queuing.Classify != nil {
 		h = o.queuing.Classify(h)
@@ -142,7 +121,7 @@ func (o *admissionOptions) wire(logger *slog.Logger, g *admit.Gate, h http.Handl
 		logger.Info("disk gate admission", "limit", o.limit, "limit_min", o.limitMin, "limit_max", o.limitMax, "slo", o.slo,
 			"queue_discipline", o.queuing.Policy.Discipline.String(), "priority_header", o.priorityHeader, "class_shares", o.shares.String())
 	}
-	return h, collectors, nil
+	return h, nil
 }
 
 // limits returns the adaptive limits for /state.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
@@ -141,35 +142,56 @@ func TestServeAdmissionWired(t *testing.T) {
 }
 
 // TestServeAdmissionQueueWaitFromSLO: with an adaptive --limit, an --slo
-// and a --queue but no --max-wait, the disk queue waits at most a quarter
-// of the SLO (what the limit's SLO budget leaves the queue); anything
-// else keeps the flag as given.
+// and a --queue but no --max-wait, the disk gate the flags build waits at
+// most a quarter of the SLO (what the limit's SLO budget leaves the
+// queue); anything else keeps --max-wait, or the gate's default.
 func TestServeAdmissionQueueWaitFromSLO(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		args  []string
-		given time.Duration
-		queue int
-		want  time.Duration
+		name string
+		args []string
+		want time.Duration // how long a queued read waits before wait_timeout; 0: refused at once
 	}{
-		{"adaptive with slo", []string{"--limit", "gradient2", "--slo", "50ms"}, 0, 16, 12500 * time.Microsecond},
-		{"max-wait given", []string{"--limit", "gradient2", "--slo", "50ms"}, 30 * time.Millisecond, 16, 30 * time.Millisecond},
-		{"no queue", []string{"--limit", "gradient2", "--slo", "50ms"}, 0, 0, 0},
-		{"no slo", []string{"--limit", "vegas"}, 0, 16, 0},
-		{"fixed", nil, 0, 16, 0},
+		{"adaptive with slo", []string{"--queue", "4", "--limit", "gradient2", "--limit-min", "1", "--slo", "50ms"}, 12500 * time.Microsecond},
+		{"max-wait given", []string{"--queue", "4", "--max-wait", "30ms", "--limit", "gradient2", "--slo", "50ms"}, 30 * time.Millisecond},
+		{"no queue", []string{"--limit", "gradient2", "--slo", "50ms"}, 0},
+		{"no slo", []string{"--queue", "4", "--limit", "vegas"}, admit.DefaultMaxWait},
+		{"fixed", []string{"--queue", "4"}, admit.DefaultMaxWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			st := addStaticFlags(fs)
 			o := addAdmissionFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
+			if err := fs.Parse(append([]string{"--work-limit", "1"}, tc.args...)); err != nil {
 				t.Fatal(err)
 			}
-			if err := o.validate(tc.queue); err != nil {
+			if err := o.validate(st.queue); err != nil {
 				t.Fatal(err)
 			}
-			if got := o.maxWait(tc.given, tc.queue); got != tc.want {
-				t.Errorf("max wait %v, want %v", got, tc.want)
+			lim, err := o.limitConfig(nil)
+			if err != nil {
+				t.Fatal(err)
 			}
+			synctest.Test(t, func(t *testing.T) {
+				disk, _, _, cleanup, err := st.build(nil, nil, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cleanup()
+				if (disk.Limit() != nil) != (lim != nil) {
+					t.Fatalf("adaptive limit %v, want one only with an adaptive --limit", disk.Limit())
+				}
+				g := disk.Gate()
+				p, err := g.TryAcquire()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Done(admit.OutcomeOK)
+				start := time.Now()
+				_, err = g.Acquire(context.Background())
+				if err == nil || time.Since(start) != tc.want {
+					t.Errorf("a queued read was refused (%v) after %v, want after %v", err, time.Since(start), tc.want)
+				}
+			})
 		})
 	}
 }

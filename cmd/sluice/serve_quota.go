@@ -13,12 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/sluicehq/sluice/httpgate"
-	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/quota/redisquota"
 )
@@ -212,15 +210,15 @@ type quotaOptions struct {
 	closers []func()
 	// states are the quotas' /state sections, filled by wrap.
 	states map[string]func() any
-	// sources are the quotas' Stats, filled by wrap (for
-	// promsluice.QuotaRefusals).
-	sources []func() quota.Stats
+	// metered are the quotas, filled by wrap, for promsluice.Metrics.Add
+	// (which also attributes their refusals).
+	metered []any
 	// fleetCfg is fleet's template, built once.
 	fleetCfg *redisquota.Config
 	// routeQuotas are quotas other than --quota (the proxy's route
-	// quotas) built with fleet's template: wrap exports them with the
-	// --quota ones (one collector) and --quota-redis is not an error
-	// without --quota when there are some.
+	// quotas) built with fleet's template: wrap meters them with the
+	// --quota ones and --quota-redis is not an error without --quota
+	// when there are some.
 	routeQuotas []func() quota.Stats
 }
 
@@ -231,14 +229,14 @@ func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
 	fs.IntVar(&o.instances, "quota-instances", 1, "instances sharing the quotas; while Redis is down each admits quota/instances (with --quota-fail open)")
 	fs.StringVar(&o.fail, "quota-fail", "open", "while Redis is slow or down: open (this instance's share) or closed (refuse with 503)")
 	fs.StringVar(&o.mode, "quota-mode", "exact", "fleet spending: exact (one Redis round trip per request) or lease (small batches of tokens)")
-	fs.DurationVar(&o.timeout, "quota-timeout", redisquota.DefaultTimeout, "longest wait for Redis before the --quota-fail policy decides")
+	fs.DurationVar(&o.timeout, "quota-timeout", redisquota.DefaultTimeout, "longest wait for Redis before --quota-fail decides")
 	fs.StringVar(&o.trusted, "quota-trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed for key=ip")
 	return o
 }
 
-// wrap puts the quotas around h and adds their collectors. With no
+// wrap puts the quotas around h and records them in metered. With no
 // --quota it returns h unchanged. Errors are usage errors.
-func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []prometheus.Collector) (_ http.Handler, _ []prometheus.Collector, err error) {
+func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler) (_ http.Handler, err error) {
 	defer func() {
 		if err != nil {
 			o.close() // nothing opened survives a usage error
@@ -246,23 +244,21 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 	}()
 	if len(o.quotas) == 0 {
 		if o.redisURL != "" && len(o.routeQuotas) == 0 {
-			return nil, nil, errors.New("--quota-redis without any --quota")
+			return nil, errors.New("--quota-redis without any --quota")
 		}
-		if o.sources = o.routeQuotas; len(o.sources) > 0 {
-			collectors = append(collectors, promsluice.NewQuotaMetrics(o.sources...))
-		}
-		return h, collectors, nil
+		o.metered = o.routeMetered()
+		return h, nil
 	}
 	var trusted []netip.Prefix
 	trusted, err = parsePrefixes(o.trusted)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fleet, err := o.fleet(logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	sources := append([]func() quota.Stats(nil), o.routeQuotas...)
+	metered := o.routeMetered()
 	// The last quota listed runs first: wrap from the inside out so the
 	// first one listed is the outermost.
 	for i := len(o.quotas) - 1; i >= 0; i-- {
@@ -273,9 +269,9 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 			fc.Name, fc.Rate, fc.Burst, fc.MaxKeys = spec.name, spec.rate, spec.burst, spec.maxKeys
 			fq, err := redisquota.New(fc)
 			if err != nil {
-				return nil, nil, fmt.Errorf("--quota %s: %v", spec.name, err)
+				return nil, fmt.Errorf("--quota %s: %v", spec.name, err)
 			}
-			lim, sources = fq, append(sources, fq.Stats)
+			lim, metered = fq, append(metered, fq)
 			o.state("quota."+spec.name, func() any {
 				return struct {
 					quota.Stats
@@ -285,9 +281,9 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 		} else {
 			lq, err := quota.New(quota.Config{Name: spec.name, Rate: spec.rate, Burst: spec.burst, MaxKeys: spec.maxKeys})
 			if err != nil {
-				return nil, nil, fmt.Errorf("--quota %s: %v", spec.name, err)
+				return nil, fmt.Errorf("--quota %s: %v", spec.name, err)
 			}
-			lim, sources = lq, append(sources, lq.Stats)
+			lim, metered = lq, append(metered, lq)
 			o.state("quota."+spec.name, func() any { return lq.Stats() })
 		}
 		key := httpgate.KeyClientIP(trusted)
@@ -299,14 +295,23 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler, collectors []pr
 			cost = httpgate.CostByPathPrefix(1, spec.costs)
 		}
 		if h, err = httpgate.Quota(httpgate.QuotaConfig{Limiter: lim, Key: key, Cost: cost}, h); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if logger != nil {
 		logger.Info("quotas on", "quotas", o.quotas.String(), "fleet", fleet != nil, "mode", o.mode, "fail", o.fail)
 	}
-	o.sources = sources
-	return h, append(collectors, promsluice.NewQuotaMetrics(sources...)), nil
+	o.metered = metered
+	return h, nil
+}
+
+// routeMetered returns the route quotas as parts for Metrics.Add.
+func (o *quotaOptions) routeMetered() []any {
+	var out []any
+	for _, r := range o.routeQuotas {
+		out = append(out, r)
+	}
+	return out
 }
 
 // fleet checks the fleet flags and returns the template of a fleet quota

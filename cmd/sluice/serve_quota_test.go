@@ -116,7 +116,7 @@ func TestServeQuotaBadFlagsExitTwo(t *testing.T) {
 		{"duplicate name", []string{"--quota", "name=x,rate=1/s", "--quota", "name=x,rate=2/s"}, nil, `"x" used twice`},
 		{"redis without quota", []string{"--quota-redis", "redis://127.0.0.1:1/0"}, nil, "without any --quota"},
 		{"bad redis url", []string{"--quota", "name=x,rate=1/s", "--quota-redis", "http://x"}, nil, "--quota-redis"},
-		{"bad fail policy", []string{"--quota", "name=x,rate=1/s", "--quota-fail", "maybe"}, nil, "--quota-fail"},
+		{"bad quota-fail", []string{"--quota", "name=x,rate=1/s", "--quota-fail", "maybe"}, nil, "--quota-fail"},
 		{"bad mode", []string{"--quota", "name=x,rate=1/s", "--quota-mode", "fast"}, nil, "--quota-mode"},
 		{"bad instances", []string{"--quota", "name=x,rate=1/s", "--quota-instances", "0"}, nil, "--quota-instances 0"},
 		{"bad proxies", []string{"--quota", "name=x,rate=1/s", "--quota-trusted-proxies", "10.0.0.0/33"}, nil, "10.0.0.0/33"},

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/static"
 )
@@ -116,14 +116,17 @@ func offIfZero(v int64) int64 {
 }
 
 // build returns the handler to mount on the main listener, the gates it
-// uses (for /metrics and /state), and a cleanup function to call after the
-// server has shut down.
-func (o *staticOptions) build(logger *slog.Logger, obs admit.Observer) (http.Handler, []*admit.Gate, []prometheus.Collector, func(), error) {
+// uses (for /metrics and /state), its collectors, and a cleanup function
+// to call after the server has shut down.
+//
+// obs observes the disk gate and lim, if not nil, gives it an adaptive
+// limit (the handler's Limit).
+func (o *staticOptions) build(logger *slog.Logger, obs admit.Observer, lim *limit.Config) (*static.Handler, []*admit.Gate, []prometheus.Collector, func(), error) {
 	cfg, err := o.config(logger)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	cfg.Observer = obs
+	cfg.Observer, cfg.Limit = obs, lim
 	h, err := static.New(cfg)
 	o.handler = h
 	if err != nil {

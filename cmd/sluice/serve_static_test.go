@@ -115,7 +115,7 @@ func TestStaticFlagsErrors(t *testing.T) {
 			t.Errorf("%v: unexpected parse error %v", c.args, err)
 			continue
 		}
-		h, gates, _, cleanup, err := o.build(nil, nil)
+		h, gates, _, cleanup, err := o.build(nil, nil, nil)
 		if err == nil {
 			cleanup()
 			t.Errorf("%v: build accepted (handler %v, %d gates)", c.args, h != nil, len(gates))
@@ -147,7 +147,7 @@ func TestStaticBuildServes(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs bytes.Buffer
-		h, gates, _, cleanup, err := o.build(staticTestLogger(&logs), nil)
+		h, gates, _, cleanup, err := o.build(staticTestLogger(&logs), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

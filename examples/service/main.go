@@ -30,12 +30,12 @@ import (
 // app is the service: its handler, and the gate and metrics it is built on.
 type app struct {
 	db      *admit.Gate
-	metrics *promsluice.GateMetrics
+	metrics *promsluice.Metrics
 	handler http.Handler
 }
 
 func newApp(cache map[string]string, query func(ctx context.Context, id string) (string, error)) (*app, error) {
-	metrics := promsluice.NewGateMetrics()
+	metrics := promsluice.NewMetrics()
 	db, err := metrics.NewGate(admit.Config{Name: "db", Capacity: 8, MaxWaiters: 16, MaxWait: 100 * time.Millisecond})
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func newApp(cache map[string]string, query func(ctx context.Context, id string) 
 // serve runs a on cfg's listeners, with /metrics, /healthz and /state on
 // the admin one, until ctx ends; then it drains gracefully.
 func serve(ctx context.Context, a *app, cfg server.Config) error {
-	cfg.Handler, cfg.Gates, cfg.GateMetrics = a.handler, a.metrics.Gates(), a.metrics
+	cfg.Handler, cfg.Gates, cfg.Metrics = a.handler, a.metrics.Gates(), a.metrics
 	cfg.Conn = connlimit.Config{MaxConns: 1024} // file descriptors, not concurrency: keep it above the clients' pools
 	srv, err := server.Listen(ctx, cfg)
 	if err != nil {

@@ -13,9 +13,9 @@
 //
 //	db, err := redisquota.NewSlots(redisquota.SlotsConfig{Name: "orders-db", Capacity: 50, Client: client})
 //	defer db.Close()
-//	lease, err := db.TryAcquire(ctx) // *admit.RejectedError, reason full, when the fleet holds 50
+//	slot, err := db.TryAcquire(ctx) // a *SlotPermit, or *admit.RejectedError, reason full, when the fleet holds 50
 //	if err != nil { ... }
-//	defer lease.Done(admit.OutcomeOK)
+//	defer slot.Done(admit.OutcomeOK)
 //
 // A *Quota is a quota.Limiter, so httpgate.Quota serves it exactly like a
 // local quota.
@@ -69,13 +69,16 @@
 //     too low, up to Instances-times too much.
 //   - FailClosed: refuse with reason breaker_open (503 at the edge).
 //
-// A circuit breaker (sony/gobreaker) opens after BreakerFailures
-// consecutive failures: while open, decisions go straight to the
-// fallback without dialling, so a dead Redis is not hammered and callers
-// do not pay the timeout. After BreakerCooldown one probe is let through;
-// success closes the breaker and fleet mode resumes by itself. State and
-// Stats report the mode (fleet or fallback) and the breaker; promsluice
-// exports them. A caller whose own context ends is refused with reason
+// A circuit breaker (package breaker, with ConsecutiveFailures) opens
+// after BreakerFailures consecutive failures: while open, decisions go
+// straight to the fallback without dialling, so a dead Redis is not
+// hammered and callers do not pay the timeout. After BreakerCooldown one
+// probe is let through; success closes the breaker and fleet mode resumes
+// by itself. A call whose caller left counts neither way. State and Stats
+// report the mode (fleet or fallback) and the breaker's state; Breaker
+// returns the breaker itself, which promsluice exports under the same
+// sluice_breaker_* metrics as every other breaker (named after the quota,
+// with ".redis" appended). A caller whose own context ends is refused with reason
 // canceled or deadline and does not count against Redis.
 //
 // # Fleet slots
@@ -86,15 +89,15 @@
 // runs a script that purges expired members, counts, and adds one if there
 // is room. A goroutine renews this instance's members every TTL/3; a
 // holder that crashes stops renewing, and its slots are purged within TTL
-// by the next acquisition. Release (SlotLease.Done) removes the member at
+// by the next acquisition. Release (SlotPermit.Done) removes the member at
 // once, exactly once: a second Done does nothing, and a member is never
 // reused, so a late Done cannot free someone else's slot. Refusals are
 // *admit.RejectedError: full when the fleet is at capacity, breaker_open
 // when Redis cannot be reached (slots fail closed: an uncounted slot is
 // what the gate exists to prevent), with the same breaker as quotas.
 //
-// A slot is held only while its lease is renewed. An instance that cannot
-// reach Redis for longer than TTL loses its leases (Stats.Lost) even
+// A slot is held only while its entry is renewed. An instance that cannot
+// reach Redis for longer than TTL loses its slots (Stats.Lost) even
 // though its work may still run, so choose TTL well above the longest
 // Redis outage you want to ride through, and well below how long you can
 // tolerate a crashed holder's slots being missing.

@@ -38,11 +38,11 @@ func ExampleSlots() {
 		panic(err)
 	}
 	defer db.Close()
-	lease, err := db.TryAcquire(context.Background())
+	slot, err := db.TryAcquire(context.Background())
 	if err != nil {
 		fmt.Println("busy:", err) // 503 at the edge
 		return
 	}
-	defer lease.Done(admit.OutcomeOK)
+	defer slot.Done(admit.OutcomeOK)
 	// ... use one database connection ...
 }

@@ -12,9 +12,9 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/quota"
 )
 
@@ -99,7 +99,7 @@ type Config struct {
 	// Timeout bounds each Redis call; when it passes the decision is made
 	// by Fallback. Zero means DefaultTimeout (50 ms); negative is invalid.
 	Timeout time.Duration
-	// Fallback is the policy while Redis is unreachable.
+	// Fallback decides while Redis is unreachable.
 	Fallback Fallback
 	// Instances is how many instances share the quota, for FailOpen's
 	// share. Zero means 1 (the whole quota: safe only for one instance);
@@ -123,7 +123,7 @@ type Config struct {
 // same Redis, Prefix and Name. It implements quota.Limiter and is safe for
 // concurrent use. It starts no goroutines.
 type Quota struct {
-	policy    quota.Policy
+	policy    quota.Shape
 	client    redis.UniversalClient
 	prefix    string
 	mode      Mode
@@ -132,17 +132,17 @@ type Quota struct {
 	timeout   time.Duration
 	fallback  Fallback
 	local     *quota.Quota // the FailOpen share; nil with FailClosed
-	breaker   *gobreaker.TwoStepCircuitBreaker
+	breaker   *storeBreaker
 	now       func() time.Time
 	logger    *slog.Logger
 	argT      string // the script's T and tau, formatted once
 	argTau    string
 	leases    *lru.Cache[string, *lease] // Lease mode only
 
-	fleetAllowed, fleetLimited, storeErrors, fallbacks, refusedStore atomic.Uint64
-	leaseCalls                                                       atomic.Uint64
-	inFallback                                                       atomic.Bool
-	skewMicros                                                       atomic.Int64
+	fleetAllowed, fleetLimited, storeErrors, fallbacks, rejectedStore atomic.Uint64
+	leaseCalls                                                        atomic.Uint64
+	inFallback                                                        atomic.Bool
+	skewMicros                                                        atomic.Int64
 }
 
 type lease struct {
@@ -168,7 +168,7 @@ func New(cfg Config) (*Quota, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	p := whole.Policy()
+	p := whole.Shape()
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
@@ -227,8 +227,14 @@ func New(cfg Config) (*Quota, error) {
 	return q, nil
 }
 
-// Policy returns the fleet-wide policy.
-func (q *Quota) Policy() quota.Policy { return q.policy }
+// Breaker returns the breaker that keeps a dead Redis from being called,
+// for metrics: it is a breaker like any other (package breaker), named
+// after the quota with ".redis" appended. Its refusals are not the
+// quota's: while it is open the quota decides by its Fallback.
+func (q *Quota) Breaker() *breaker.Breaker { return q.breaker.Breaker }
+
+// Shape returns the fleet-wide quota's name, rate and burst.
+func (q *Quota) Shape() quota.Shape { return q.policy }
 
 // Allow spends one token of key's shared bucket; see Decide.
 func (q *Quota) Allow(ctx context.Context, key string) error {
@@ -239,7 +245,7 @@ func (q *Quota) Allow(ctx context.Context, key string) error {
 // Decide spends cost tokens (cost < 1 counts as 1) of key's fleet-wide
 // bucket, or refuses with a *admit.RejectedError: reason rate with
 // RetryAfter from Redis's GCRA state, reason breaker_open when Redis is
-// unreachable and the policy is FailClosed, reason canceled or deadline
+// unreachable and Fallback is FailClosed, reason canceled or deadline
 // when ctx ended first. It returns within Config.Timeout plus a local
 // decision: a slow or dead Redis falls back, it never hangs the caller.
 func (q *Quota) Decide(ctx context.Context, key string, cost int) (quota.Decision, error) {
@@ -266,7 +272,7 @@ type reply struct {
 
 // call runs the GCRA script through the breaker within the timeout.
 func (q *Quota) call(ctx context.Context, key string, minTokens, maxTokens int) (reply, error) {
-	done, err := q.breaker.Allow()
+	c, err := q.breaker.Allow()
 	if err != nil {
 		return reply{}, err // open, or half-open with its probe in flight
 	}
@@ -280,14 +286,14 @@ func (q *Quota) call(ctx context.Context, key string, minTokens, maxTokens int) 
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, redis.Nil) {
 			// The caller left: not Redis's fault, so not the breaker's.
-			done(true)
+			q.breaker.done(c, breaker.Ignored)
 			return reply{}, ctx.Err()
 		}
-		done(false)
+		q.breaker.done(c, breaker.Failure)
 		q.storeErrors.Add(1)
 		return reply{}, err
 	}
-	done(true)
+	q.breaker.done(c, breaker.Success)
 	q.inFallback.Store(false)
 	q.skewMicros.Store(vals[4])
 	return reply{
@@ -370,7 +376,7 @@ func (q *Quota) decideFallback(ctx context.Context, key string, cost int, err er
 	q.inFallback.Store(true)
 	q.fallbacks.Add(1)
 	if q.local == nil {
-		q.refusedStore.Add(1)
+		q.rejectedStore.Add(1)
 		return quota.Decision{}, admit.NewRejectedError(q.policy.Name, "", admit.ReasonBreakerOpen, 0, int64(q.policy.Burst), time.Second)
 	}
 	return q.local.Decide(ctx, key, cost)
@@ -382,7 +388,7 @@ type State struct {
 	Mode     string  `json:"mode"`     // "fleet" or "fallback"
 	Spend    string  `json:"spend"`    // "exact" or "lease"
 	Fallback string  `json:"fallback"` // "open" or "closed"
-	Breaker  string  `json:"breaker"`  // "closed", "half-open" or "open"
+	Breaker  string  `json:"breaker"`  // "closed", "half_open" or "open"
 	Rate     float64 `json:"rate"`
 	Burst    int     `json:"burst"`
 	// ClockSkew is how far Redis's clock was ahead of this instance's at
@@ -394,7 +400,7 @@ type State struct {
 // State returns the quota's condition.
 func (q *Quota) State() State {
 	mode := quota.ModeFleet
-	if q.inFallback.Load() || q.breaker.State() != gobreaker.StateClosed {
+	if q.inFallback.Load() || q.breaker.State() != breaker.Closed {
 		mode = quota.ModeFallback
 	}
 	return State{
@@ -411,14 +417,14 @@ func (q *Quota) Stats() quota.Stats {
 	st := quota.Stats{
 		Quota: q.policy.Name, Mode: q.State().Mode,
 		Allowed: q.fleetAllowed.Load(), Limited: q.fleetLimited.Load(),
-		RefusedStore: q.refusedStore.Load(), FallbackDecisions: q.fallbacks.Load(),
+		RejectedStore: q.rejectedStore.Load(), FallbackDecisions: q.fallbacks.Load(),
 		StoreErrors: q.storeErrors.Load(), Breaker: q.breaker.State().String(),
 	}
 	if q.local != nil {
 		ls := q.local.Stats()
 		st.Allowed += ls.Allowed
 		st.Limited += ls.Limited
-		st.RefusedFull = ls.RefusedFull
+		st.RejectedFull = ls.RejectedFull
 		st.Keys, st.MaxKeys = ls.Keys, ls.MaxKeys
 		st.EvictedIdle, st.EvictedLRU = ls.EvictedIdle, ls.EvictedLRU
 		st.WhenFull = ls.WhenFull
@@ -433,32 +439,49 @@ func (q *Quota) Stats() quota.Stats {
 // Stats().Allowed it gives the decisions per round trip.
 func (q *Quota) LeaseCalls() uint64 { return q.leaseCalls.Load() }
 
-// newBreaker returns the breaker that keeps a dead Redis from being
-// called: failures consecutive failures (0: DefaultBreakerFailures) open
+// storeBreaker is the breaker that keeps a dead Redis from being called,
+// with the quota's own log lines for its state changes (the breaker's
+// would say less: not what the quota does meanwhile).
+type storeBreaker struct {
+	*breaker.Breaker
+	cooldown time.Duration
+	logger   *slog.Logger
+	open     atomic.Bool // last logged as open
+}
+
+// newBreaker returns the store breaker for the quota or slots called
+// name: failures consecutive failures (0: DefaultBreakerFailures) open
 // it for cooldown (0: DefaultBreakerCooldown), then one probe decides.
-func newBreaker(name string, failures int, cooldown time.Duration, logger *slog.Logger) *gobreaker.TwoStepCircuitBreaker {
+func newBreaker(name string, failures int, cooldown time.Duration, logger *slog.Logger) *storeBreaker {
 	if failures == 0 {
 		failures = DefaultBreakerFailures
 	}
 	if cooldown == 0 {
 		cooldown = DefaultBreakerCooldown
 	}
-	n := uint32(failures)
-	return gobreaker.NewTwoStepCircuitBreaker(gobreaker.Settings{
-		Name:        name,
-		MaxRequests: 1,
-		Timeout:     cooldown,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= n },
-		OnStateChange: func(name string, _, to gobreaker.State) {
-			if logger == nil {
-				return
-			}
-			switch to {
-			case gobreaker.StateOpen:
-				logger.Warn("Redis unreachable; breaker open, deciding without it", "name", name, "cooldown", cooldown)
-			case gobreaker.StateClosed:
-				logger.Info("Redis reachable again; breaker closed", "name", name)
-			}
-		},
+	b, err := breaker.New(breaker.Config{
+		Name:                name + ".redis",
+		ConsecutiveFailures: failures,
+		FailureRatio:        -1, // only failures in a row open it
+		OpenFor:             cooldown,
+		Probes:              1,
 	})
+	if err != nil {
+		panic(err) // the settings were checked by New and NewSlots
+	}
+	return &storeBreaker{Breaker: b, cooldown: cooldown, logger: logger}
+}
+
+// done ends c with r and logs a change between open and closed.
+func (b *storeBreaker) done(c breaker.Call, r breaker.Result) {
+	c.Done(r)
+	if b.logger == nil || r == breaker.Ignored {
+		return
+	}
+	switch st := b.State(); {
+	case st == breaker.Open && b.open.CompareAndSwap(false, true):
+		b.logger.Warn("Redis unreachable; breaker open, deciding without it", "name", b.Name(), "cooldown", b.cooldown)
+	case st == breaker.Closed && b.open.CompareAndSwap(true, false):
+		b.logger.Info("Redis reachable again; breaker closed", "name", b.Name())
+	}
 }

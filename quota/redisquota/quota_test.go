@@ -1,14 +1,19 @@
 package redisquota
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/quota"
 )
 
@@ -205,6 +210,10 @@ func TestFailOpenShare(t *testing.T) {
 	if st.Mode != quota.ModeFallback || st.FallbackDecisions != 40 || st.Breaker != "open" {
 		t.Fatalf("stats %+v", st)
 	}
+	// The store breaker is a breaker like any other, for metrics.
+	if b := q.Breaker(); b.Name() != "share.redis" || b.State() != breaker.Open || b.Stats().Transitions[breaker.Closed][breaker.Open] != 1 {
+		t.Fatalf("store breaker %q in state %v, stats %+v; want share.redis, opened once", b.Name(), b.State(), b.Stats())
+	}
 	// Three failures opened the breaker: later decisions do not dial.
 	if st.StoreErrors != DefaultBreakerFailures {
 		t.Fatalf("store errors %d: the breaker should have stopped calls after %d", st.StoreErrors, DefaultBreakerFailures)
@@ -219,7 +228,7 @@ func TestFailClosed(t *testing.T) {
 	if !errors.As(err, &re) || re.Reason() != admit.ReasonBreakerOpen {
 		t.Fatalf("fail closed: got %v, want a breaker_open refusal", err)
 	}
-	if q.Stats().RefusedStore != 1 {
+	if q.Stats().RejectedStore != 1 {
 		t.Fatalf("stats %+v", q.Stats())
 	}
 }
@@ -293,8 +302,9 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 // waiting; when Redis answers again the breaker closes.
 func TestSlowRedis(t *testing.T) {
 	srv, c := startRedis(t)
+	var logs syncBuffer
 	q := mustNew(t, Config{Name: "slow", Rate: 1000, Burst: 100, Client: c, Timeout: 30 * time.Millisecond,
-		BreakerCooldown: 300 * time.Millisecond})
+		BreakerCooldown: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	if _, err := q.Decide(ctx, "k", 1); err != nil {
 		t.Fatal(err)
@@ -330,6 +340,68 @@ func TestSlowRedis(t *testing.T) {
 	if st := q.State(); st.Mode != quota.ModeFleet {
 		t.Fatalf("after the pause the breaker must close: %+v", st)
 	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN msg=\"Redis unreachable; breaker open, deciding without it\" name=slow.redis") ||
+		!strings.Contains(out, "level=INFO msg=\"Redis reachable again; breaker closed\"") {
+		t.Errorf("the breaker's opening (a warning) and closing are not logged:\n%s", out)
+	}
+}
+
+// TestCallerLeavingIsNotRedisFault: callers who leave (their context is
+// canceled) while Redis hangs (a socket that accepts and never answers)
+// are refused with reason canceled, and do not open the breaker: their
+// calls say nothing about Redis.
+func TestCallerLeavingIsNotRedisFault(t *testing.T) {
+	q := mustNew(t, Config{Name: "left", Rate: 1000, Burst: 100, Client: newClient(t, silentAddr(t)), Timeout: 100 * time.Millisecond})
+	for i := range 2 * DefaultBreakerFailures {
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(10*time.Millisecond, cancel)
+		_, err := q.Decide(ctx, "k", 1)
+		stop.Stop()
+		cancel()
+		var re *admit.RejectedError
+		if !errors.As(err, &re) || re.Reason() != admit.ReasonCanceled {
+			t.Fatalf("decision %d whose caller left while Redis hung: %v, want a canceled refusal", i, err)
+		}
+	}
+	if st := q.Breaker().Stats(); st.State != breaker.Closed || st.Transitions[breaker.Closed][breaker.Open] != 0 {
+		t.Fatalf("callers that left opened the store breaker: %+v", st)
+	}
+}
+
+// silentAddr is a loopback address that accepts connections and never
+// answers on them: a Redis that hangs.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -343,4 +415,23 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("New(%+v): %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from several
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

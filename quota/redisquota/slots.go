@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker"
+	"github.com/sluicehq/sluice/breaker"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/quota"
@@ -23,12 +23,12 @@ import (
 const (
 	DefaultSlotTTL = 10 * time.Second
 	// DefaultSlotPrefix is put before the gate's name to make the Redis
-	// key of its sorted set of leases.
+	// key of its sorted set of entries.
 	DefaultSlotPrefix = "sluice:slots:"
 )
 
-// acquireScript takes one slot if fewer than capacity unexpired leases
-// exist. Leases are members of a sorted set scored by their expiry in
+// acquireScript takes one slot if fewer than capacity unexpired entries
+// exist. Entries are members of a sorted set scored by their expiry in
 // milliseconds of Redis's clock; expired ones are purged first, which is
 // how a crashed holder's slots come back.
 //
@@ -75,8 +75,8 @@ type SlotsConfig struct {
 	// Prefix is put before Name to make the Redis key. Empty means
 	// DefaultSlotPrefix.
 	Prefix string
-	// TTL is a lease's lifetime without renewal: a holder that dies
-	// without releasing gives its slots back within TTL. Held leases are
+	// TTL is an entry's lifetime without renewal: a holder that dies
+	// without releasing gives its slots back within TTL. Held entries are
 	// renewed every TTL/3. Zero means DefaultSlotTTL; it must be at least
 	// 30 ms.
 	TTL time.Duration
@@ -94,15 +94,17 @@ type SlotsConfig struct {
 	Logger *slog.Logger
 }
 
-// Slots is a concurrency gate whose slots live in Redis as leases, so many
-// instances share one capacity (50 connections to one database across 10
-// instances). It follows admit's contract: TryAcquire returns a *SlotLease
-// that must be released exactly once with Done, or a *admit.RejectedError
-// (reason full when every slot is taken, breaker_open when Redis cannot be
-// reached: fail closed, since an uncounted slot is exactly what the gate
-// exists to prevent; after BreakerFailures such failures a breaker refuses
-// without calling Redis until a probe succeeds). A goroutine renews the leases this instance holds;
-// Close stops it. Safe for concurrent use.
+// Slots is a concurrency gate whose slots live in Redis as entries of a
+// sorted set, each with an expiry, so many instances share one capacity
+// (50 connections to one database across 10 instances). It follows
+// admit's contract: TryAcquire returns a *SlotPermit that must be released
+// exactly once with Done, or a *admit.RejectedError (reason full when
+// every slot is taken, breaker_open when Redis cannot be reached: fail
+// closed, since an uncounted slot is exactly what the gate exists to
+// prevent; after BreakerFailures such failures a breaker refuses without
+// calling Redis until a probe succeeds). A goroutine renews the entries
+// of the slots this instance holds; Close stops it. Safe for concurrent
+// use.
 type Slots struct {
 	name     string
 	key      string
@@ -113,10 +115,10 @@ type Slots struct {
 	logger   *slog.Logger
 	idPrefix string
 	seq      atomic.Uint64
-	breaker  *gobreaker.TwoStepCircuitBreaker
+	breaker  *storeBreaker
 
 	mu     sync.Mutex
-	held   map[string]struct{} // members of leases not yet released
+	held   map[string]struct{} // members of slots not yet released
 	closed bool
 
 	stop chan struct{}
@@ -177,19 +179,24 @@ func NewSlots(cfg SlotsConfig) (*Slots, error) {
 // Name returns the gate's name.
 func (s *Slots) Name() string { return s.name }
 
+// Breaker returns the breaker that keeps a dead Redis from being called
+// (named after the slots with ".redis" appended), for metrics. While it
+// is open, acquisitions are refused with breaker_open.
+func (s *Slots) Breaker() *breaker.Breaker { return s.breaker.Breaker }
+
 // Capacity returns the fleet-wide number of slots.
 func (s *Slots) Capacity() int64 { return s.capacity }
 
-// A SlotLease is the proof that one fleet slot is held. Release it exactly
-// once with Done; later calls do nothing. A SlotLease must not be copied.
-type SlotLease struct {
+// A SlotPermit is the proof that one fleet slot is held. Release it exactly
+// once with Done; later calls do nothing. A SlotPermit must not be copied.
+type SlotPermit struct {
 	s      *Slots
 	member string
 	done   atomic.Bool
 }
 
 // TryAcquire takes one slot if the fleet has one free now.
-func (s *Slots) TryAcquire(ctx context.Context) (*SlotLease, error) {
+func (s *Slots) TryAcquire(ctx context.Context) (*SlotPermit, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -203,14 +210,21 @@ func (s *Slots) TryAcquire(ctx context.Context) (*SlotLease, error) {
 	s.held[member] = struct{}{}
 	s.mu.Unlock()
 	var vals []int64
-	done, err := s.breaker.Allow()
+	c, err := s.breaker.Allow()
 	if err == nil {
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
 		vals, err = acquireScript.Run(cctx, s.client, []string{s.key}, s.capacity, s.ttl.Milliseconds(), member).Int64Slice()
 		cancel()
 		// A full gate is an answer, and a caller that left is not
 		// Redis's fault: only other errors count against the breaker.
-		done(err == nil || ctx.Err() != nil)
+		switch {
+		case err == nil:
+			s.breaker.done(c, breaker.Success)
+		case ctx.Err() != nil:
+			s.breaker.done(c, breaker.Ignored)
+		default:
+			s.breaker.done(c, breaker.Failure)
+		}
 	}
 	if err != nil || len(vals) != 2 || vals[0] != 1 {
 		s.forget(member)
@@ -224,14 +238,14 @@ func (s *Slots) TryAcquire(ctx context.Context) (*SlotLease, error) {
 			return nil, s.refuse(admit.ReasonCanceled, 0)
 		default:
 			// The script may have run before the reply was lost; the
-			// member is no longer renewed, so such a lease expires
+			// member is no longer renewed, so such an entry expires
 			// within TTL. Calling Redis again here would double the
 			// refusal's latency while Redis is failing.
 			return nil, s.refuse(admit.ReasonBreakerOpen, 0)
 		}
 	}
 	s.admitted.Add(1)
-	return &SlotLease{s: s, member: member}, nil
+	return &SlotPermit{s: s, member: member}, nil
 }
 
 func (s *Slots) refuse(r admit.Reason, inflight int64) *admit.RejectedError {
@@ -249,19 +263,19 @@ func (s *Slots) forget(member string) {
 	s.mu.Unlock()
 }
 
-// release removes member's lease from Redis; if that fails the lease
+// release removes member's entry from Redis; if that fails the entry
 // expires within TTL, since it is no longer renewed.
 func (s *Slots) release(member string) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	if err := s.client.ZRem(ctx, s.key, member).Err(); err != nil && s.logger != nil {
-		s.logger.Warn("slots: release failed; the slot returns when its lease expires", "gate", s.name, "ttl", s.ttl, "err", err)
+		s.logger.Warn("slots: release failed; the slot returns when its entry expires", "gate", s.name, "ttl", s.ttl, "err", err)
 	}
 }
 
 // Done releases the slot and records how the work ended. Only the first
 // call releases; later calls do nothing and report false.
-func (l *SlotLease) Done(o admit.Outcome) bool {
+func (l *SlotPermit) Done(o admit.Outcome) bool {
 	if l == nil || !l.done.CompareAndSwap(false, true) {
 		return false
 	}
@@ -300,7 +314,7 @@ func (s *Slots) renew() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	// ZADD ... CH counts changed scores: each renewed lease counts once.
+	// ZADD ... CH counts changed scores: each renewed entry counts once.
 	n, err := renewScript.Run(ctx, s.client, []string{s.key}, args...).Int64()
 	if err != nil {
 		if s.logger != nil {
@@ -309,17 +323,17 @@ func (s *Slots) renew() {
 		return
 	}
 	if missing := int64(len(args)-1) - n; missing > 0 {
-		// Leases that expired before we renewed them (a pause longer
+		// Entries that expired before we renewed them (a pause longer
 		// than TTL): the fleet may already have given the slots away.
 		s.lost.Add(uint64(missing))
 		if s.logger != nil {
-			s.logger.Warn("slots: leases expired before renewal", "gate", s.name, "lost", missing)
+			s.logger.Warn("slots: entries expired before renewal", "gate", s.name, "lost", missing)
 		}
 	}
 }
 
 // Close stops renewals and refuses new acquisitions with reason closed.
-// Leases still held stay valid until they expire, within TTL; release
+// Entries still held stay valid until they expire, within TTL; release
 // them with Done before Close to return them at once. Close is
 // idempotent.
 func (s *Slots) Close() {
@@ -341,11 +355,11 @@ type SlotsStats struct {
 	Admitted  uint64            `json:"admitted"`
 	Rejected  map[string]uint64 `json:"rejected"`
 	Completed map[string]uint64 `json:"completed"`
-	// Held is the number of leases this instance holds now; Lost counts
-	// leases that expired before they were renewed.
+	// Held is the number of entries this instance holds now; Lost counts
+	// entries that expired before they were renewed.
 	Held int    `json:"held"`
 	Lost uint64 `json:"lost"`
-	// Breaker is "closed", "half-open" or "open".
+	// Breaker is "closed", "half_open" or "open".
 	Breaker string `json:"breaker"`
 }
 
@@ -365,7 +379,7 @@ func (s *Slots) Stats() SlotsStats {
 	return st
 }
 
-// InUse asks Redis how many unexpired leases the fleet holds now.
+// InUse asks Redis how many unexpired entries the fleet holds now.
 func (s *Slots) InUse(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

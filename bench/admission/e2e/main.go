@@ -354,12 +354,9 @@ type instance struct {
 func adaptiveGate(r run, law string, slo, maxWait time.Duration) (*admit.Gate, *limit.Adaptive) {
 	l, err := limit.ParseLaw(law)
 	check(err)
-	var g *admit.Gate
-	a, err := limit.New(limit.Config{Law: l, Min: 1, Max: 200, SLO: slo,
-		Ramp: limit.Ramp{QueueAge: func() time.Duration { return g.OldestWait() }}})
+	g, a, err := limit.NewGate(admit.Config{Name: "adaptive", Capacity: 20, MaxWaiters: 2 * r.slots, MaxWait: maxWait},
+		&limit.Config{Law: l, Min: 1, Max: 200, SLO: slo})
 	check(err)
-	g = mustGate(admit.Config{Name: "adaptive", Capacity: 20, MaxWaiters: 2 * r.slots, MaxWait: maxWait, Observer: a})
-	check(a.Attach(g))
 	return g, a
 }
 
@@ -403,9 +400,14 @@ func priorityTable(r run, maxWait time.Duration, load, critical float64, rounds 
 		cfg  admit.Config
 	}{
 		{"fixed, FIFO, no classes", admit.Config{Name: "nocls", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait}},
-		{"fixed, classes", admit.Config{Name: "cls", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait, ClassAging: -1}},
-		{"fixed, classes, sheddable share 0.1", admit.Config{Name: "share", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait, ClassAging: -1,
-			ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}}},
+		{"fixed, classes", admit.Config{Name: "cls", Capacity: int64(r.slots), MaxWaiters: 4 * r.slots, MaxWait: maxWait, Queueing: admit.Queueing{ClassAging: -1}}},
+		{"fixed, classes, sheddable share 0.1", admit.Config{
+			Name:       "share",
+			Capacity:   int64(r.slots),
+			MaxWaiters: 4 * r.slots,
+			MaxWait:    maxWait,
+			Queueing:   admit.Queueing{ClassAging: -1, ClassShares: admit.ClassShares{admit.ClassSheddable: 0.1}},
+		}},
 	}
 	for _, p := range prio {
 		var crit, shed, shedCap []string

@@ -39,7 +39,7 @@ func main() {
 func run(addr, adminAddr string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	gm := promsluice.NewGateMetrics()
+	gm := promsluice.NewMetrics()
 	roomy, err := admit.New(admit.Config{Name: "roomy", Capacity: admit.MaxCapacity, Observer: gm})
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ func run(addr, adminAddr string) error {
 	mux.HandleFunc("GET /canned", func(w http.ResponseWriter, r *http.Request) { httpgate.WriteRefusal(w, r, canned) })
 	srv, err := server.Listen(ctx, server.Config{
 		Addr: addr, AdminAddr: adminAddr, Handler: mux,
-		Gates: []*admit.Gate{roomy, full}, GateMetrics: gm,
+		Gates: []*admit.Gate{roomy, full}, Metrics: gm,
 		Conn:   connlimit.Config{MaxConns: 4096},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
