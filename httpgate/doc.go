@@ -130,7 +130,7 @@
 // and returns the admit.Queueing and the ClassFromHeader middleware, so
 // `sluice serve` and `sluice proxy` cannot give them two meanings.
 //
-// # Quotas without an *http.Request
+// # Deciding without an *http.Request
 //
 // Quota keys and decides on net/http requests. A front end that parses
 // requests itself (sluice's own HTTP/1.1 engine) uses the same rules in
@@ -138,7 +138,12 @@
 // fields through Fields (which http.Header satisfies), and KeyHeader and
 // KeyClientIP are HeaderKey and ClientIPKey turned into KeyFuncs; a
 // QuotaRule is Quota's decision (tokens spent, RateLimit headers) with
-// nothing of net/http around it, and Quota is written on it.
+// nothing of net/http around it, and Quota is written on it. Admission
+// is Guard's decision taken the same way: TryAdmit (and TryAcquire for a
+// second gate) without waiting, before any *http.Request exists, then
+// ServeAdmitted hands the slots to the request's holder, which serves and
+// releases them as Guard's does; HeaderClass is ClassFromHeader's rule
+// for a header value.
 //
 // # Costs
 //
