@@ -24,6 +24,7 @@ const (
 	CodeQueueGrowingBelowCap     = "queue_growing_below_capacity"
 	CodeOldestWaiterStuck        = "oldest_waiter_stuck"
 	CodeStalled                  = "stalled"
+	CodeSlowClients              = "slow_clients"
 	CodeRefusalsConcentrated     = "refusals_concentrated"
 	CodeRetriesAmplifying        = "retries_amplifying"
 	CodeLittleMismatch           = "littles_law_mismatch"
@@ -149,6 +150,8 @@ func Diagnose(before, after *Reading, goroutines *GoroutineSummary) *Diagnosis {
 			}
 		}
 	}
+	writers := clientWriters(goroutines)
+	stalledFor := 0.0 // a stalled gate's slots have been held at least this long
 	var concentrated []rejGroup
 	for _, name := range after.gateNames() {
 		a := after.Gates[name]
@@ -166,12 +169,19 @@ func Diagnose(before, after *Reading, goroutines *GoroutineSummary) *Diagnosis {
 		}
 		g := gateRates(b, a, dt)
 		d.Gates = append(d.Gates, g)
-		d.Findings = append(d.Findings, gateFindings(b, a, g, dt, after.Families)...)
+		fs := gateFindings(b, a, g, dt, after.Families, writers)
+		for _, f := range fs {
+			if f.Code == CodeStalled || f.Code == CodeSlowClients {
+				stalledFor = dt
+			}
+		}
+		d.Findings = append(d.Findings, fs...)
 		concentrated = append(concentrated, rejGroup{gate: name, before: b, after: a})
 	}
 	d.Findings = append(d.Findings, concentration(concentrated)...)
 	d.Findings = append(d.Findings, retryFindings(before, after, dt)...)
 	if goroutines != nil {
+		d.Goroutines = withLongest(goroutines, after, stalledFor)
 		d.Findings = append(d.Findings, goroutineFindings(goroutines)...)
 	}
 	d.clampFigures()
@@ -261,7 +271,57 @@ func missingFamilies(r *Reading) []Finding {
 		Figures: map[string]float64{"missing": float64(len(missing))}}}
 }
 
-func gateFindings(b, a *GateReading, g GateRates, dt float64, families map[string]bool) []Finding {
+// writers are the goroutines writing responses to clients that read
+// slowly, from a goroutine dump; count is -1 without a dump.
+type writers struct {
+	count int
+	sites string
+}
+
+func clientWriters(s *GoroutineSummary) writers {
+	if s == nil {
+		return writers{count: -1}
+	}
+	for _, g := range s.Groups {
+		if g.Where == WhereClientWrite {
+			return writers{count: g.Count, sites: topSites(g)}
+		}
+	}
+	return writers{}
+}
+
+// withLongest is s with the longest waits the server's own figures give:
+// the gate queue's oldest waiter, and for client writes, at least the
+// interval when a gate stalled (its slots were held through it).
+func withLongest(s *GoroutineSummary, after *Reading, stalledFor float64) *GoroutineSummary {
+	out := *s
+	out.Groups = append([]GoroutineGroup(nil), s.Groups...)
+	oldest := 0.0
+	for _, g := range after.Gates {
+		if g.OldestWait != nil {
+			oldest = math.Max(oldest, *g.OldestWait)
+		}
+	}
+	if after.State != nil {
+		for _, g := range after.State.Gates {
+			if g.OldestWait != nil {
+				oldest = math.Max(oldest, *g.OldestWait)
+			}
+		}
+	}
+	for i := range out.Groups {
+		g := &out.Groups[i]
+		switch {
+		case g.Where == WhereGateQueue && oldest > 0:
+			g.LongestSeconds = oldest
+		case g.Where == WhereClientWrite && stalledFor > 0:
+			g.LongestSeconds, g.LongestAtLeast = stalledFor, true
+		}
+	}
+	return &out
+}
+
+func gateFindings(b, a *GateReading, g GateRates, dt float64, families map[string]bool, w writers) []Finding {
 	var out []Finding
 	// Rules that compare arrivals with completions are blind without the
 	// completion counter (counter_missing says so); keep them quiet rather
@@ -331,12 +391,33 @@ func gateFindings(b, a *GateReading, g GateRates, dt float64, families map[strin
 	}
 
 	stalled := completions && a.Inflight > 0 && b.Inflight > 0 && dCompleted == 0
-	if stalled {
+	switch {
+	case stalled && w.count > 0 && float64(w.count) >= math.Min(a.Inflight, b.Inflight):
+		// Every held slot has a goroutine writing a response to a client
+		// that does not take it: nothing on the server's side is hung.
+		out = append(out, Finding{Code: CodeSlowClients, Severity: Warn, Gate: name,
+			Seen: fmt.Sprintf("gate %s: %.0f slots held and nothing completed in %s (waiting %.0f), while %d goroutines write responses to clients that read slowly (%s)",
+				name, a.Inflight, secs(dt), a.Waiting, w.count, w.sites),
+			Meaning: "slow clients hold the slots: a response that keeps its slot while it is sent (a gated stream of a large file) holds it for as long as " +
+				"its client takes to receive it, and slow or stalled readers can hold every slot while other work is refused or queued; nothing is hung on the server's side",
+			Next: "raise the gate's capacity for streams, or give them a queue and a wait limit; or ungate streams (sluice serve --gate-streams=false) " +
+				"and bound connections instead (--max-conns); a send timeout ends readers that stall",
+			Figures: map[string]float64{"inflight": a.Inflight, "waiting": a.Waiting, "completed": dCompleted, "interval_seconds": dt, "client_writes": float64(w.count)}})
+	case stalled:
+		seen := fmt.Sprintf("gate %s: %.0f slots held and nothing completed in %s (waiting %.0f)", name, a.Inflight, secs(dt), a.Waiting)
+		next := "read the goroutine profile (doctor --pprof) for where the holders wait: writes to clients mean slow readers, not a hang; " +
+			"check downstream timeouts and that every permit is Done"
+		if w.count > 0 {
+			seen += fmt.Sprintf("; %d goroutines write responses to clients that read slowly (%s), fewer than the slots held", w.count, w.sites)
+		}
+		if w.count >= 0 {
+			next = "the goroutines below show where the holders wait (writes to clients are slow readers, not a hang); check downstream timeouts and that every permit is Done"
+		}
 		out = append(out, Finding{Code: CodeStalled, Severity: Critical, Gate: name,
-			Seen: fmt.Sprintf("gate %s: %.0f slots held and nothing completed in %s (waiting %.0f)",
-				name, a.Inflight, secs(dt), a.Waiting),
-			Meaning: "admitted work holds its slots and none finished: work hung on a downstream, a deadlock, or permits never released (a leak)",
-			Next:    "read the goroutine profile (doctor --pprof) for where the holders wait; check downstream timeouts and that every permit is Done",
+			Seen: seen,
+			Meaning: "admitted work holds its slots and none finished: work hung on a downstream, a deadlock, permits never released (a leak), " +
+				"or clients that read gated responses slowly",
+			Next:    next,
 			Figures: map[string]float64{"inflight": a.Inflight, "waiting": a.Waiting, "completed": dCompleted, "interval_seconds": dt}})
 	}
 
@@ -362,8 +443,9 @@ func gateFindings(b, a *GateReading, g GateRates, dt float64, families map[strin
 			out = append(out, Finding{Code: CodeLittleMismatch, Severity: Critical, Gate: name,
 				Seen: fmt.Sprintf("gate %s: at least %.0f slots held, but completions (%s/s × %s mean hold) account for %s: %s slots held by work that does not complete",
 					name, held, num(g.Completed), secs(g.HoldMean), num(explained), num(held-explained)),
-				Meaning: "Little's law does not add up: permits taken and never released (a leak), work stuck far longer than the rest, or a completion counter missing",
-				Next:    "check that every path ends its permit (Done in a defer); read the goroutine profile (doctor --pprof) for the holders",
+				Meaning: "Little's law does not add up: permits taken and never released (a leak), work stuck far longer than the rest (slow clients " +
+					"receiving gated responses are one such: see the client writes below, with --pprof), or a completion counter missing",
+				Next: "check that every path ends its permit (Done in a defer); read the goroutine profile (doctor --pprof) for the holders",
 				Figures: map[string]float64{"inflight_min": held, "explained_by_completions": explained,
 					"completed_per_second": g.Completed, "hold_mean_seconds": g.HoldMean}})
 		}

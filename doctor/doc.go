@@ -30,7 +30,11 @@
 //   - oldest_waiter_stuck: the oldest waiter aged by (nearly) the whole
 //     interval while work was still queued: a hotspot, starvation, one bad
 //     item. Needs a gate that exports sluice_admission_oldest_wait_seconds.
-//   - stalled: slots held in both readings and nothing completed.
+//   - stalled: slots held in both readings and nothing completed: a hang,
+//     a deadlock, a leak, or slow clients.
+//   - slow_clients: a stall where the goroutine dump shows a response being
+//     written to a slow reader for every held slot (gated streams keep
+//     their slot until the client has them): slow clients, not a hang.
 //   - refusals_concentrated: one gate, or one kind or class within a gate,
 //     took at least 80 % of the refusals and at least 20 points more than
 //     its share of the arrivals.
@@ -50,8 +54,8 @@
 //   - counter_reset, double_release, draining: a counter went backwards
 //     (a restart), permits ended twice, the server is shutting down.
 //   - goroutines_in_gate_queues, goroutines_on_locks: with a goroutine
-//     dump, where goroutines wait: gate queues, network reads and writes,
-//     locks, channels, sleep, syscalls.
+//     dump, where goroutines wait: gate queues, responses to slow clients,
+//     network reads and writes, locks, channels, sleep, syscalls.
 //
 // Thresholds are constants (MinEvents, ArrivalExcess, ...), coarse on
 // purpose: a finding should be plain in the figures it prints.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/static"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -211,5 +214,76 @@ func TestRunErrors(t *testing.T) {
 	cancel()
 	if _, err := doctor.Run(ctx, doctor.Config{Admin: s.admin, Interval: time.Hour}); !errors.Is(err, context.Canceled) && !errors.Is(err, doctor.ErrUnreachable) {
 		t.Errorf("canceled: %v", err)
+	}
+}
+
+// End to end: a real static server whose gated streams of a large file go
+// to two clients that never read (their small receive buffers fill and
+// the server's sendfile waits to write). Both slots stay held and nothing
+// completes; doctor must name slow clients, from the goroutines writing
+// to them, instead of a hang, a deadlock or a leak.
+func TestDoctorNamesSlowClients(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: nothing much on disk
+		t.Fatal(err)
+	}
+	f.Close()
+	h, err := static.New(static.Config{Root: dir, WorkLimit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	srv, err := server.Listen(context.Background(), server.Config{
+		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Handler: h, Gates: []*admit.Gate{h.Gate()}, Pprof: true, ShutdownTimeout: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		cancel()
+		<-served
+	}()
+	for range 2 {
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		c.(*net.TCPConn).SetReadBuffer(4096)
+		if _, err := io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: slow\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, "both slots held by the streams", func() bool { return h.Gate().Stats().Inflight == 2 })
+	d, err := doctor.Run(context.Background(), doctor.Config{Admin: "http://" + srv.AdminAddr().String(), Interval: 200 * time.Millisecond, Pprof: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, f := range d.Findings {
+		codes = append(codes, f.Code)
+	}
+	if !slices.Contains(codes, doctor.CodeSlowClients) || slices.Contains(codes, doctor.CodeStalled) {
+		t.Errorf("findings %v: want slow_clients and no stall", codes)
+	}
+	writers := 0
+	for _, g := range d.Goroutines.Groups {
+		if g.Where == doctor.WhereClientWrite {
+			writers = g.Count
+		}
+	}
+	if writers < 2 {
+		t.Errorf("%d goroutines writing to clients, want the 2 streams\n%+v", writers, d.Goroutines.Groups)
 	}
 }

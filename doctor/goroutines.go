@@ -13,7 +13,8 @@ import (
 const (
 	WhereGateQueue     = "gate queue"     // queued for an admission slot
 	WhereNetworkRead   = "network read"   // blocked reading a socket (idle keep-alive, slow client, slow upstream)
-	WhereNetworkWrite  = "network write"  // blocked writing a socket (slow reader)
+	WhereNetworkWrite  = "network write"  // blocked writing a socket (a slow upstream, a slow peer)
+	WhereClientWrite   = "client write"   // blocked writing a response to a client that reads slowly
 	WhereNetworkAccept = "network accept" // a listener waiting for connections
 	WhereLock          = "lock"           // sync.Mutex, RWMutex, Cond, semaphore
 	WhereChannel       = "channel"        // chan send/receive, select
@@ -34,9 +35,15 @@ type GoroutineGroup struct {
 	Where string `json:"where"`
 	Count int    `json:"count"`
 	// LongestMinutes is the longest wait the dump reports (Go prints it
-	// for waits of a minute or more).
-	LongestMinutes int    `json:"longest_minutes"`
-	Sites          []Site `json:"sites"` // the waiting functions, most goroutines first
+	// for waits of a minute or more; zero: every wait was shorter).
+	LongestMinutes int `json:"longest_minutes"`
+	// LongestSeconds, when known, is the longest wait from the server's
+	// own figures, which Diagnose adds: for the gate queue the oldest
+	// waiter's age; for client writes, how long the slots of a stalled
+	// gate have been held at least (LongestAtLeast).
+	LongestSeconds float64 `json:"longest_seconds,omitempty"`
+	LongestAtLeast bool    `json:"longest_at_least,omitempty"`
+	Sites          []Site  `json:"sites"` // the waiting functions, most goroutines first
 }
 
 // Site is a function goroutines wait in: the first frame outside the
@@ -100,7 +107,7 @@ func ParseGoroutines(r io.Reader) (*GoroutineSummary, error) {
 		}
 		grp.Count++
 		grp.LongestMinutes = max(grp.LongestMinutes, g.minutes)
-		sites[where][site(g.frames)]++
+		sites[where][site(g.frames, where)]++
 	}
 	s := &GoroutineSummary{Total: len(all)}
 	for where, grp := range groups {
@@ -182,10 +189,18 @@ func classify(state string, frames []string) string {
 	case has("/admit.(*Gate)."):
 		return WhereGateQueue
 	case state == "IO wait":
+		// The poller says which way the socket waits (waitRead or
+		// waitWrite, its first frames); a file sent with sendfile or
+		// splice waits to write under a ReadFrom, so function names
+		// alone would call it a read.
+		writing := has("(*pollDesc).waitWrite") || has("sendFile") || has("SendFile") || has("splice") ||
+			!has("(*pollDesc).waitRead") && (has(".Write") || has(".write"))
 		switch {
 		case has("Accept"):
 			return WhereNetworkAccept
-		case has(".Write") || has(".write"):
+		case writing && has("net/http.(*conn).serve"):
+			return WhereClientWrite // a handler's response, held up by its reader
+		case writing:
 			return WhereNetworkWrite
 		}
 		return WhereNetworkRead
@@ -202,9 +217,14 @@ func classify(state string, frames []string) string {
 }
 
 // site is the first frame outside the plumbing (packages whose frames say
-// how a goroutine waits, not who is waiting), or the first frame.
-func site(frames []string) string {
-	plumbing := [...]string{"runtime.", "internal/", "sync.", "syscall.", "net.", "os.", "io.", "bufio.", "time.", "context.", "crypto/tls."}
+// how a goroutine waits, not who is waiting), or the first frame. For a
+// response written to a client, net/http's writer and connlimit's
+// connection are plumbing too: the site is what produces the response.
+func site(frames []string, where string) string {
+	plumbing := []string{"runtime.", "internal/", "sync.", "syscall.", "net.", "os.", "io.", "bufio.", "time.", "context.", "crypto/tls."}
+	if where == WhereClientWrite {
+		plumbing = append(plumbing, "net/http.", "github.com/sluicehq/sluice/connlimit.")
+	}
 	if len(frames) == 0 {
 		return "?"
 	}

@@ -38,11 +38,7 @@ func (d *Diagnosis) WriteText(w io.Writer) error {
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  where\tcount\tlongest\ttop sites")
 		for _, g := range s.Groups {
-			longest := "-"
-			if g.LongestMinutes > 0 {
-				longest = fmt.Sprintf("%d min", g.LongestMinutes)
-			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", g.Where, g.Count, longest, topSites(g))
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", g.Where, g.Count, longestOf(g), topSites(g))
 		}
 		_ = tw.Flush()
 	}
@@ -62,4 +58,22 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// longestOf is a group's longest wait: from the server's figures when
+// Diagnose knows them, else the dump's minutes; a dump without minutes
+// says every wait was under a minute (Go prints the wait from a minute
+// on). Running goroutines do not wait.
+func longestOf(g GoroutineGroup) string {
+	switch {
+	case g.LongestMinutes > 0 && float64(g.LongestMinutes)*60 >= g.LongestSeconds:
+		return fmt.Sprintf("%d min", g.LongestMinutes)
+	case g.LongestSeconds > 0 && g.LongestAtLeast:
+		return "≥ " + secs(g.LongestSeconds)
+	case g.LongestSeconds > 0:
+		return secs(g.LongestSeconds)
+	case g.Where == WhereRunning:
+		return "-"
+	}
+	return "< 1 min"
 }

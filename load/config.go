@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -26,6 +27,14 @@ type Config struct {
 	// Shape is the open-loop timetable of each window. Ignored when
 	// Concurrency > 0.
 	Shape Shape
+	// Arrivals is how an open loop's arrivals are spread over the Shape
+	// (zero: Uniform, arrival i at Shape.At(i)). Poisson draws them from a
+	// Poisson process at the Shape's rate, seeded by Seed.
+	Arrivals Arrivals
+	// Seed names the Poisson arrival times: the same seed and Shape give
+	// the same timetable. Zero draws a seed at random; either way the
+	// report records it. At most MaxSeed; ignored for uniform arrivals.
+	Seed uint64
 	// Concurrency > 0 selects a closed loop: that many workers, each sending
 	// its next request when the previous one is answered.
 	Concurrency int
@@ -104,6 +113,25 @@ type Progress struct {
 	P99          time.Duration
 }
 
+// Arrivals is how an open loop spreads its arrivals over its Shape.
+type Arrivals string
+
+// Arrival processes.
+const (
+	// Uniform is the Shape's own timetable: arrival i due at Shape.At(i),
+	// evenly spaced at a constant rate. Deterministic (D/M/c in queueing
+	// terms).
+	Uniform Arrivals = "uniform"
+	// Poisson draws independent exponential gaps at the Shape's rate at
+	// each moment (ramps and steps included): the arrivals of many
+	// independent clients, as M/M/c theory and many load tools model them.
+	Poisson Arrivals = "poisson"
+)
+
+// MaxSeed is the largest Seed: 2^53 − 1, so that the seed a report records
+// reads back exactly in any JSON reader.
+const MaxSeed = 1<<53 - 1
+
 // End says how a step ended.
 type End string
 
@@ -132,14 +160,40 @@ func (c *Config) withDefaults() (Config, error) {
 		d.Pick = RoundRobin
 	}
 	if d.Pick != RoundRobin && d.Pick != Weighted {
-		return d, fmt.Errorf("%w: pick %q (want round-robin or weighted)", ErrConfig, d.Pick)
+		return d, configErr("Pick", strconv.Quote(string(d.Pick)), "is not a way to pick: want round-robin or weighted")
 	}
-	if d.Concurrency < 0 || d.Workers < 0 || d.QueueDepth < 0 || d.Windows < 0 ||
-		d.Duration < 0 || d.P99Budget < 0 || d.MaxLag < 0 || d.MaxCPU < 0 || d.Timeout < 0 || d.DrainTimeout < 0 {
-		return d, fmt.Errorf("%w: negative setting", ErrConfig)
+	for _, f := range []struct {
+		field    string
+		negative bool
+		value    string
+	}{
+		{"Concurrency", d.Concurrency < 0, fmtInt(d.Concurrency)}, {"Workers", d.Workers < 0, fmtInt(d.Workers)},
+		{"QueueDepth", d.QueueDepth < 0, fmtInt(d.QueueDepth)}, {"Windows", d.Windows < 0, fmtInt(d.Windows)},
+		{"Duration", d.Duration < 0, fmtDur(d.Duration)}, {"P99Budget", d.P99Budget < 0, fmtDur(d.P99Budget)},
+		{"MaxLag", d.MaxLag < 0, fmtDur(d.MaxLag)}, {"MaxCPU", !(d.MaxCPU >= 0) || math.IsInf(d.MaxCPU, 0), fmtRate(d.MaxCPU)},
+		{"Timeout", d.Timeout < 0, fmtDur(d.Timeout)}, {"DrainTimeout", d.DrainTimeout < 0, fmtDur(d.DrainTimeout)},
+	} {
+		if f.negative {
+			return d, configErr(f.field, f.value, "must not be negative")
+		}
 	}
 	if d.Concurrency == 0 && d.Shape.Count() == 0 {
-		return d, fmt.Errorf("%w: neither a rate nor a concurrency", ErrConfig)
+		return d, configErr("Shape", "", "is empty: give a rate (an open loop's Shape) or a Concurrency")
+	}
+	switch d.Arrivals {
+	case "":
+		if d.Concurrency == 0 {
+			d.Arrivals = Uniform
+		}
+	case Uniform, Poisson:
+		if d.Concurrency > 0 {
+			return d, configErr("Arrivals", string(d.Arrivals), "applies to an open loop: a closed loop has no arrival process (each worker sends after its last answer)")
+		}
+	default:
+		return d, configErr("Arrivals", strconv.Quote(string(d.Arrivals)), "is not an arrival process: want uniform or poisson")
+	}
+	if d.Seed > MaxSeed {
+		return d, configErr("Seed", strconv.FormatUint(d.Seed, 10), overBound(uint64(MaxSeed)))
 	}
 	if err := d.checkBounds(); err != nil {
 		return d, err
@@ -177,44 +231,50 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.Concurrency == 0 && d.QueueDepth == 0 {
 		d.QueueDepth = DefaultQueueDepth(d.Workers, d.Shape.MeanRate(), d.P99Budget)
 		if d.QueueDepth > MaxQueueDepth {
-			return d, fmt.Errorf("%w: default queue depth rate × p99 budget = %d is over the bound; it is at most %d (set QueueDepth or a smaller P99Budget)", ErrConfig, d.QueueDepth, MaxQueueDepth)
+			return d, configErr("QueueDepth", "", fmt.Sprintf("by default is rate × p99 budget = %d, over the bound: at most %d; set it, or a smaller p99 budget", d.QueueDepth, MaxQueueDepth))
 		}
 	}
 	return d, nil
 }
 
+// Check validates c as Run and RunStep would, without running anything:
+// nil, or a *FieldError naming the first setting refused (a size past its
+// bound in limits.go, a negative figure, an unknown choice, no load at
+// all), wrapping ErrConfig. Targets are checked as CheckTarget checks them.
+func (c *Config) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // checkBounds refuses sizes past the limits in limits.go, before anything
 // is allocated for them.
 func (d *Config) checkBounds() error {
-	over := func(what string, got, max any) error {
-		return fmt.Errorf("%w: %s %v is over the bound: at most %v", ErrConfig, what, got, max)
-	}
 	switch {
 	case d.Concurrency > MaxWorkers:
-		return over("concurrency", d.Concurrency, MaxWorkers)
+		return configErr("Concurrency", fmtInt(d.Concurrency), overBound(MaxWorkers))
 	case d.Workers > MaxWorkers:
-		return over("workers", d.Workers, MaxWorkers)
+		return configErr("Workers", fmtInt(d.Workers), overBound(MaxWorkers))
 	case d.QueueDepth > MaxQueueDepth:
-		return over("queue depth", d.QueueDepth, MaxQueueDepth)
+		return configErr("QueueDepth", fmtInt(d.QueueDepth), overBound(MaxQueueDepth))
 	case d.P99Budget > MaxP99Budget:
-		return over("p99 budget", d.P99Budget, MaxP99Budget)
+		return configErr("P99Budget", fmtDur(d.P99Budget), overBound(MaxP99Budget))
 	case d.Windows > MaxWindows:
-		return over("windows", d.Windows, MaxWindows)
+		return configErr("Windows", fmtInt(d.Windows), overBound(MaxWindows))
 	case d.Duration > MaxWindowDuration:
-		return over("duration", d.Duration, MaxWindowDuration)
+		return configErr("Duration", fmtDur(d.Duration), overBound(MaxWindowDuration))
 	case d.Shape.Duration() > MaxWindowDuration:
-		return over("shape duration", d.Shape.Duration(), MaxWindowDuration)
+		return configErr("Shape", fmtDur(d.Shape.Duration()), overBound(MaxWindowDuration))
 	}
 	dur := max(d.Duration, d.Shape.Duration())
 	if d.Concurrency > 0 && d.Duration == 0 {
 		dur = 10 * time.Second
 	}
-	if total := dur * time.Duration(max(d.Windows, 1)); total > MaxRunDuration {
-		return over("windows × duration", total, MaxRunDuration)
+	if n := time.Duration(max(d.Windows, 1)); dur > MaxRunDuration/n {
+		return configErr("Windows×Duration", fmt.Sprintf("%d × %v", n, dur), overBound(MaxRunDuration))
 	}
 	for _, t := range d.Targets {
 		if len(t.Body) > MaxBodyBytes {
-			return over("body bytes", len(t.Body), MaxBodyBytes)
+			return configErr("Body", fmtInt(len(t.Body)), overBound(MaxBodyBytes))
 		}
 	}
 	return nil
@@ -268,6 +328,10 @@ func (c Config) stepHeader() Step {
 	} else {
 		st.Mode = "open"
 		st.QueueDepth = c.QueueDepth
+		st.Arrivals = c.Arrivals
+		if c.Arrivals == Poisson {
+			st.Seed = c.Seed
+		}
 		segs := c.Shape.segs
 		st.Rate = segs[0].From
 		if len(segs) == 1 && segs[0].To != segs[0].From {

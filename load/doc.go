@@ -29,7 +29,10 @@
 //     the engine (engine.go) runs a step's windows, tally.go holds a
 //     window's striped counters while it runs.
 //   - Shape (shape.go): arrival i is due at At(i), the time at which the
-//     integral of the rate reaches i.
+//     integral of the rate reaches i (uniform arrivals). Poisson arrivals
+//     (pacer.go, timetable) map a seeded unit-rate Poisson process through
+//     the same integral, so ramps and steps keep their rate at every
+//     moment and a seed names the whole timetable.
 //   - The pacer (pacer.go): sleeps to each due time (for sparse timetables
 //     a Go timer, then nanosleep for the last 2 ms, since Go timers below a
 //     millisecond wake up to a millisecond late on Linux; for dense ones a
@@ -68,7 +71,15 @@
 //     server's rejections (attributing refusals to gates, connection-level
 //     ones to "connections"), each gate's balance and occupancy, and its CPU.
 //   - Bounds (limits.go): every size a Config can ask for has an upper
-//     bound derived from the memory it costs.
+//     bound derived from the memory it costs. Config.Check and CheckSteps
+//     apply them, and every refusal is a *FieldError naming the setting
+//     as Go spells it, which a CLI maps to its flag.
+//   - What reads reports and profiles (select.go, file.go, profile.go):
+//     Report.Totals adds up a selection of windows for capacity
+//     arithmetic; Case.ApplyTo fills a run's LoadSettings from a profile
+//     case where the caller set nothing; Profile.CaseFor picks the case a
+//     report is judged by; Check and Rejudge give the one verdict every
+//     command prints; ReadReport and ReadProfile read bounded files.
 //   - Drawing reports for people is package render; writing files
 //     atomically is internal/atomicfile.
 //

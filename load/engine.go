@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
@@ -24,6 +25,7 @@ type engine struct {
 	scraper *scraper
 	step    int
 	cur     atomic.Pointer[winRec]
+	rng     *rand.Rand // Poisson arrivals; nil for uniform ones
 }
 
 // RunStep drives one step of load and returns what it measured. It returns
@@ -39,6 +41,13 @@ func runStep(ctx context.Context, cfg Config, stepIndex int) (Step, End, error) 
 		return Step{}, EndDone, err
 	}
 	e := &engine{cfg: c, base: time.Now(), step: stepIndex}
+	if c.Arrivals == Poisson {
+		if e.cfg.Seed == 0 {
+			e.cfg.Seed = rand.Uint64()&MaxSeed | 1
+		}
+		e.rng = newArrivalSource(e.cfg.Seed)
+	}
+	c = e.cfg
 	e.rt, e.closeRT = c.transport()
 	defer e.closeRT()
 	if h1Eligible(c) {

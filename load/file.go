@@ -2,10 +2,14 @@ package load
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/atomicfile"
@@ -56,17 +60,71 @@ func ParseReport(data []byte) (*Report, error) {
 	return &r, nil
 }
 
-// ReadReport reads and parses the report at path.
+// ReadReport reads and parses the report at path. A file larger than
+// MaxReportBytes is refused before it is read: decoding a report costs
+// several times its size in memory.
 func ReadReport(path string) (*Report, error) {
-	b, err := os.ReadFile(path)
+	r, _, err := ReadReportSHA256(path)
+	return r, err
+}
+
+// ReadReportSHA256 is ReadReport that also returns the SHA-256 of the
+// file's bytes, hex-encoded (a merge records its inputs by it).
+func ReadReportSHA256(path string) (*Report, string, error) {
+	b, err := readBounded(path, MaxReportBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadReport, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrBadReport, err)
 	}
 	r, err := ParseReport(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	return r, nil
+	sum := sha256.Sum256(b)
+	return r, hex.EncodeToString(sum[:]), nil
+}
+
+// ReadInput reads a file the driver takes as input (a request body, a
+// targets file) of at most max bytes (MaxBodyBytes, MaxTargetsFileBytes).
+// A larger one is refused from its size before it is read, and a file
+// that grows while it is read stops at max+1 bytes.
+func ReadInput(path string, max int64) ([]byte, error) { return readBounded(path, max) }
+
+// readBounded is ReadInput; reports and profiles are read through it too.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > max {
+		return nil, fmt.Errorf("%s is %d bytes, over the bound: at most %d", path, st.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is over the bound: at most %d bytes", path, max)
+	}
+	return b, nil
+}
+
+// ErrOutPath reports a report path that cannot be written: its folder is
+// missing or it names a folder.
+var ErrOutPath = errors.New("load: cannot write the report there")
+
+// CheckReportPath says whether a report can be written at path, before any
+// load is sent: its folder must exist and path itself must not be a
+// folder (a run that ends unable to write its report has measured for
+// nothing).
+func CheckReportPath(path string) error {
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return fmt.Errorf("%w: %s: folder %s does not exist", ErrOutPath, path, filepath.Dir(path))
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%w: %s is a folder; give a file name (e.g. %s)", ErrOutPath, path, filepath.Join(path, "run.json"))
+	}
+	return nil
 }
 
 // Validate checks what the JSON schema cannot: the outcome classes
@@ -93,6 +151,9 @@ func Validate(r *Report) error {
 	}
 	if r.Steps == nil {
 		return bad("no steps")
+	}
+	if _, err := StoredCase(r); err != nil {
+		return bad("profile: the report names case %q, which its own profile does not have", r.Profile.Case)
 	}
 	if r.ReleaseQualified && r.Kind != "merge" {
 		if why := ReleaseReasons(r); len(why) > 0 {

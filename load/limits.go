@@ -4,8 +4,9 @@ import "time"
 
 // Upper bounds on every size a Config (or a flag) can ask for. Each is
 // derived from the memory it would cost, so that nothing a user can type
-// makes the driver allocate more than about a gigabyte; Config.check (and
-// the CLI before it builds anything) refuses larger values with ErrConfig.
+// makes the driver allocate more than about a gigabyte; Config.Check (and
+// Run, before anything is sent) refuses larger values with a *FieldError
+// naming the setting, which the CLI turns into its flag's name.
 const (
 	// MaxRate is the highest arrival rate, in requests per second, of any
 	// point of a Shape. One driver process tops out far below it (about
@@ -27,11 +28,12 @@ const (
 	// about 2 KiB a second (two coarse latency histograms, and counts in up
 	// to nine stripes): about 170 MiB for a day.
 	MaxWindowDuration = 24 * time.Hour
-	// MaxWindows bounds the windows of a step, and MaxRunDuration the sum of
-	// all windows of all steps: the report keeps every second's timeline
-	// (about 100 bytes of JSON each, about 60 MiB for a week).
+	// MaxWindows bounds the windows of a step, and MaxRunDuration their
+	// total length: the report keeps every second's timeline, at most
+	// about 350 bytes of JSON a second, so a day is about 30 MiB, well
+	// under MaxReportBytes.
 	MaxWindows     = 1000
-	MaxRunDuration = 7 * 24 * time.Hour
+	MaxRunDuration = 24 * time.Hour
 	// MaxSegments bounds the pieces of a Shape (the --steps list) and the
 	// rungs of a sweep. Each piece is a row of the report, with two small
 	// histograms (24 KiB each) per stripe of every window.
@@ -40,4 +42,8 @@ const (
 	// MaxTargetsFileBytes a targets file.
 	MaxBodyBytes        = 64 << 20
 	MaxTargetsFileBytes = 64 << 20
+	// MaxReportBytes bounds a report file that ReadReport reads (check,
+	// report, merge, plan): decoding one costs several times its size in
+	// memory. MaxRunDuration keeps what the driver writes under it.
+	MaxReportBytes = 64 << 20
 )

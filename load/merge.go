@@ -67,7 +67,11 @@ func Merge(meta Meta, rs []*Report) (*Report, error) {
 	for si, f := range first.Steps {
 		st := f
 		st.Windows = nil
+		st.Seed = 0 // each input drew its own arrivals; their seeds are in their reports
 		for _, r := range rs[1:] {
+			if r.Steps[si].Arrivals != f.Arrivals {
+				st.Arrivals = "mixed"
+			}
 			if l := r.Steps[si].Label; l != f.Label {
 				st.Label += "+" + l
 			}

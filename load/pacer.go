@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 )
 
@@ -56,14 +57,16 @@ func (e *engine) sleepUntil(ctx context.Context, due time.Duration, timer *time.
 // workers are doing. Arrivals due together go out together; each keeps its
 // own scheduled time.
 func (e *engine) pace(ctx context.Context, w *winRec, q chan<- arrival, pk *picker, timer *time.Timer) {
-	shape := e.cfg.Shape
-	n := shape.Count()
+	tt := e.timetable()
 	p := w.pace
 	ph := 0
 	w.lagCur.sec = 0
 	defer w.lagCur.flush(w.lagSec)
-	for i := int64(0); i < n; i++ {
-		off := shape.At(i)
+	for i := int64(0); ; i++ {
+		off, ok := tt.next()
+		if !ok {
+			break
+		}
 		for ph < len(w.phases)-1 && off >= w.phases[ph].end {
 			ph++
 		}
@@ -116,3 +119,53 @@ func (e *engine) pace(ctx context.Context, w *winRec, q chan<- arrival, pk *pick
 		}
 	}
 }
+
+// timetable yields one window's arrival offsets, in order.
+//
+// Uniform arrivals are the Shape itself: arrival i at At(i). Poisson
+// arrivals at the same mean rate come from the time map of a unit-rate
+// Poisson process: its points are sums of independent Exp(1) steps, and
+// the k-th arrival is due when the integral of the rate reaches the k-th
+// point. That is exact for a constant rate, a ramp and steps alike (a
+// non-homogeneous Poisson process whose intensity is the shape's rate);
+// the window ends at the first point past the shape's total.
+type timetable struct {
+	shape Shape
+	count int64      // uniform: arrivals in the window
+	i     int64      // uniform: the next arrival
+	rng   *rand.Rand // poisson; nil for uniform
+	n     float64    // poisson: the point reached so far
+}
+
+// timetable starts a window's timetable; Poisson windows draw from the
+// step's one generator in turn, so a step is reproducible from its seed.
+func (e *engine) timetable() *timetable {
+	if e.rng == nil {
+		return &timetable{shape: e.cfg.Shape, count: e.cfg.Shape.Count()}
+	}
+	return &timetable{shape: e.cfg.Shape, rng: e.rng}
+}
+
+func (t *timetable) next() (time.Duration, bool) {
+	if t.rng == nil {
+		if t.i >= t.count {
+			return 0, false
+		}
+		t.i++
+		return t.shape.At(t.i - 1), true
+	}
+	t.n += t.rng.ExpFloat64()
+	if t.n >= t.shape.total {
+		return 0, false
+	}
+	return t.shape.at(t.n), true
+}
+
+// newArrivalSource is the generator of a Poisson step, seeded by seed.
+func newArrivalSource(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, poissonStream))
+}
+
+// poissonStream is the second word of the generator's state: fixed, so
+// that the seed alone names the arrival times.
+const poissonStream = 0x9e3779b97f4a7c15

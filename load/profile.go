@@ -2,10 +2,13 @@ package load
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -108,6 +111,26 @@ func ParseProfile(data []byte) (Profile, error) {
 	return p, nil
 }
 
+// MaxProfileBytes bounds a profile file: a profile is a few cases of
+// limits, and a larger file is not one.
+const MaxProfileBytes = 1 << 20
+
+// ReadProfile reads and checks the profile at path (see ParseProfile) and
+// returns it with its path and SHA-256, for a report to embed. Case is
+// left empty for the caller to choose.
+func ReadProfile(path string) (*ProfileRef, error) {
+	b, err := readBounded(path, MaxProfileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadProfile, err)
+	}
+	p, err := ParseProfile(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sum := sha256.Sum256(b)
+	return &ProfileRef{Path: path, SHA256: hex.EncodeToString(sum[:]), Profile: p}, nil
+}
+
 // Case returns the case called name; with an empty name, the only case.
 func (p Profile) Case(name string) (Case, error) {
 	if name == "" {
@@ -128,10 +151,100 @@ func (p Profile) Case(name string) (Case, error) {
 	return Case{}, fmt.Errorf("%w: no case %q", ErrBadProfile, name)
 }
 
-// Judge judges every window of r against c and returns the verdict: INVALID
-// when the run was interrupted or any window is driver-limited (the numbers
-// cannot be trusted), FAIL with every reason when a limit is broken, PASS
-// otherwise. A nil case only checks validity (status NONE when valid).
+// ErrCaseMismatch reports a report run against a case the profile given to
+// judge it does not have: judging it by some other case would compare it
+// with limits it was never meant to meet.
+var ErrCaseMismatch = errors.New("load: the report's case is not in the profile")
+
+// CaseFor picks the case of p that judges r: the case called name when
+// name is given; otherwise the case r was run against, which p must have
+// (ErrCaseMismatch when it does not); otherwise, for a report run without
+// a profile, p's only case.
+func (p Profile) CaseFor(r *Report, name string) (Case, error) {
+	if name == "" && r.Profile != nil && r.Profile.Case != "" {
+		c, err := p.Case(r.Profile.Case)
+		if err != nil {
+			names := make([]string, len(p.Cases))
+			for i, c := range p.Cases {
+				names[i] = c.Name
+			}
+			return Case{}, fmt.Errorf("%w: the report was run against case %q, and this profile has %s; name the case to judge it by (--case)",
+				ErrCaseMismatch, r.Profile.Case, caseList(names))
+		}
+		return c, nil
+	}
+	return p.Case(name)
+}
+
+func caseList(names []string) string {
+	if len(names) == 1 {
+		return "only case " + strconv.Quote(names[0])
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return "cases " + strings.Join(q, ", ")
+}
+
+// StoredCase is the case a report was judged against when it was written,
+// from the profile it embeds; nil when it was run without one.
+func StoredCase(r *Report) (*Case, error) {
+	if r.Profile == nil {
+		return nil, nil
+	}
+	c, err := r.Profile.Profile.Case(r.Profile.Case)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Rejudge replaces r's stored verdict with a fresh one, judged as Check
+// judges it against the case r stores (its embedded profile's), and says
+// so among the reasons when the two differ: a reader prints the verdict
+// the report's figures give, not the one a file claims.
+func Rejudge(r *Report) {
+	stored := r.Verdict.Status
+	c, err := StoredCase(r)
+	if err != nil {
+		c = nil // Validate refuses such a report; judge its validity alone
+	}
+	r.Verdict = Check(r, c, false)
+	if r.Verdict.Status != stored {
+		r.Verdict.Reasons = append(r.Verdict.Reasons, fmt.Sprintf("the report stored verdict %s; judged again, it is %s", stored, r.Verdict.Status))
+	}
+}
+
+// Check is the one judgement every command gives a report (load when it
+// writes one, check and report when they read one): Judge against c, and
+// with release, also require the report to be release-qualified, judged
+// from its own fields rather than its stored flag; a report that is not
+// is INVALID unless it already FAILed.
+func Check(r *Report, c *Case, release bool) Verdict {
+	v := Judge(r, c)
+	if !release {
+		return v
+	}
+	why := ReleaseReasons(r)
+	if r.Kind == "merge" && !r.ReleaseQualified {
+		why = append(why, strings.Join(r.ReleaseReasons, "; "))
+	}
+	for _, s := range why {
+		v.Reasons = append(v.Reasons, "not release-qualified: "+s)
+		if v.Status != StatusFail {
+			v.Status = StatusInvalid
+		}
+	}
+	return v
+}
+
+// Judge judges every window of r against c and returns the verdict: FAIL
+// when the run was aborted (the server left requests unanswered past the
+// drain timeout), profile or not; else INVALID when the run was
+// interrupted or any window is driver-limited (the numbers cannot be
+// trusted); FAIL with every reason when a limit is broken; PASS otherwise.
+// A nil case only checks validity (status NONE when valid).
 func Judge(r *Report, c *Case) Verdict {
 	v := Verdict{Status: StatusPass, Reasons: []string{}, Windows: []WindowVerdict{}}
 	if c == nil {
@@ -190,6 +303,11 @@ func Judge(r *Report, c *Case) Verdict {
 		v.Reasons = append(v.Reasons, "report has no windows")
 	}
 	switch {
+	case r.Aborted != "":
+		// The server left requests unanswered past the drain timeout:
+		// a failure whatever the limits, and whatever the driver's lag
+		// (which delays requests, it does not leave them hanging).
+		v.Status = StatusFail
 	case invalid:
 		v.Status = StatusInvalid
 	case failed && c != nil:

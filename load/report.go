@@ -71,16 +71,21 @@ type Source struct {
 // Step is one load level: the whole run for `sluice load`, one rung of the
 // ladder for `sluice sweep`.
 type Step struct {
-	Label       string    `json:"label"`
-	Mode        string    `json:"mode"`              // "open" or "closed"
-	Rate        float64   `json:"rate,omitempty"`    // open loop: start rate, req/s
-	RampTo      float64   `json:"ramp_to,omitempty"` // open loop: linear ramp end rate
-	StepRates   []float64 `json:"step_rates,omitempty"`
-	Concurrency int       `json:"concurrency,omitempty"` // closed loop
-	Workers     int       `json:"workers"`
-	QueueDepth  int       `json:"queue_depth,omitempty"` // open loop
-	Settings    Settings  `json:"settings"`
-	Windows     []Window  `json:"windows"`
+	Label     string    `json:"label"`
+	Mode      string    `json:"mode"`              // "open" or "closed"
+	Rate      float64   `json:"rate,omitempty"`    // open loop: start rate, req/s
+	RampTo    float64   `json:"ramp_to,omitempty"` // open loop: linear ramp end rate
+	StepRates []float64 `json:"step_rates,omitempty"`
+	// Arrivals is the open loop's arrival process, "uniform" or
+	// "poisson" ("mixed" in a merge of both); Seed is the Poisson
+	// generator's seed (absent for uniform arrivals and in merges).
+	Arrivals    Arrivals `json:"arrivals,omitempty"`
+	Seed        uint64   `json:"seed,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"` // closed loop
+	Workers     int      `json:"workers"`
+	QueueDepth  int      `json:"queue_depth,omitempty"` // open loop
+	Settings    Settings `json:"settings"`
+	Windows     []Window `json:"windows"`
 }
 
 // Settings are the request and timing parameters of a step.

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"time"
@@ -25,10 +26,8 @@ type Meta struct {
 // kind is "load" or "sweep". Config errors are returned before any load is
 // sent.
 func Run(ctx context.Context, kind string, meta Meta, steps []Config) (*Report, error) {
-	for i := range steps {
-		if _, err := steps[i].withDefaults(); err != nil {
-			return nil, err
-		}
+	if err := CheckSteps(steps); err != nil {
+		return nil, err
 	}
 	r := newReport(kind, meta)
 	for i, cfg := range steps {
@@ -50,6 +49,25 @@ func Run(ctx context.Context, kind string, meta Meta, steps []Config) (*Report, 
 	r.Verdict = Judge(r, meta.caseOf())
 	qualify(r)
 	return r, nil
+}
+
+// CheckSteps validates the steps of a run as Run does before it sends
+// anything: each step's Config (Config.Check), and their windows' total
+// length, at most MaxRunDuration (the report keeps every second). Errors
+// are *FieldError values.
+func CheckSteps(steps []Config) error {
+	var total time.Duration
+	for i := range steps {
+		d, err := steps[i].withDefaults()
+		if err != nil {
+			return err
+		}
+		total += d.Duration * time.Duration(d.Windows)
+	}
+	if total > MaxRunDuration {
+		return configErr("Windows×Duration", fmt.Sprintf("%v (all steps together)", total), overBound(MaxRunDuration))
+	}
+	return nil
 }
 
 func (m Meta) caseOf() *Case {

@@ -34,7 +34,7 @@ var ErrBadShape = errors.New("load: bad load shape")
 // positive.
 func NewShape(segs ...Segment) (Shape, error) {
 	if len(segs) > MaxSegments {
-		return Shape{}, fmt.Errorf("%w: %d segments; at most %d", ErrBadShape, len(segs), MaxSegments)
+		return Shape{}, shapeErr("Segments", fmtInt(len(segs)), overBound(MaxSegments))
 	}
 	s := Shape{segs: append([]Segment(nil), segs...)}
 	var t time.Duration
@@ -42,13 +42,12 @@ func NewShape(segs ...Segment) (Shape, error) {
 	positive := false
 	for i, g := range segs {
 		if g.Duration <= 0 {
-			return Shape{}, fmt.Errorf("%w: segment %d has duration %v", ErrBadShape, i, g.Duration)
+			return Shape{}, shapeErr("Segments", fmt.Sprintf("%d (duration %v)", i, g.Duration), "needs a positive duration")
 		}
-		if !(g.From >= 0) || !(g.To >= 0) || math.IsInf(g.From, 0) || math.IsInf(g.To, 0) {
-			return Shape{}, fmt.Errorf("%w: segment %d has rate %v..%v", ErrBadShape, i, g.From, g.To)
-		}
-		if g.From > MaxRate || g.To > MaxRate {
-			return Shape{}, fmt.Errorf("%w: segment %d has rate %v..%v; rates are at most %d/s", ErrBadShape, i, g.From, g.To, MaxRate)
+		for _, r := range []float64{g.From, g.To} {
+			if err := checkRate("Segments", fmt.Sprintf("%d (rate %s)", i, fmtRate(r)), r, true); err != nil {
+				return Shape{}, err
+			}
 		}
 		if g.From > 0 || g.To > 0 {
 			positive = true
@@ -59,35 +58,56 @@ func NewShape(segs ...Segment) (Shape, error) {
 		n += (g.From + g.To) / 2 * g.Duration.Seconds()
 	}
 	if !positive {
-		return Shape{}, fmt.Errorf("%w: no positive rate", ErrBadShape)
+		return Shape{}, shapeErr("Segments", "", "have no positive rate")
 	}
 	s.total = n
 	return s, nil
 }
 
+// checkRate refuses a rate that is not a number, negative (or zero,
+// unless zero is allowed) or over MaxRate, naming field and value.
+func checkRate(field, value string, r float64, zeroOK bool) error {
+	switch {
+	case math.IsNaN(r) || r < 0 || r == 0 && !zeroOK:
+		return shapeErr(field, value, "must be > 0")
+	case r > MaxRate:
+		return shapeErr(field, value, overBound(fmt.Sprintf("%d requests per second", MaxRate)))
+	}
+	return nil
+}
+
 // Constant is rate requests per second for d.
 func Constant(rate float64, d time.Duration) (Shape, error) {
-	if !(rate > 0) {
-		return Shape{}, fmt.Errorf("%w: rate must be > 0, got %v", ErrBadShape, rate)
+	if err := checkRate("Rate", fmtRate(rate), rate, false); err != nil {
+		return Shape{}, err
 	}
 	return NewShape(Segment{From: rate, To: rate, Duration: d})
 }
 
 // Ramp moves the rate linearly from `from` to `to` over d.
 func Ramp(from, to float64, d time.Duration) (Shape, error) {
+	if err := checkRate("Rate", fmtRate(from), from, true); err != nil {
+		return Shape{}, err
+	}
+	if err := checkRate("RampTo", fmtRate(to), to, true); err != nil {
+		return Shape{}, err
+	}
 	return NewShape(Segment{From: from, To: to, Duration: d})
 }
 
 // Stepped holds each rate for d/len(rates).
 func Stepped(rates []float64, d time.Duration) (Shape, error) {
 	if len(rates) == 0 {
-		return Shape{}, fmt.Errorf("%w: no steps", ErrBadShape)
+		return Shape{}, shapeErr("Steps", "", "are empty")
+	}
+	if len(rates) > MaxSegments {
+		return Shape{}, shapeErr("Steps", fmt.Sprintf("(%d of them)", len(rates)), overBound(fmt.Sprintf("%d steps", MaxSegments)))
 	}
 	step := d / time.Duration(len(rates))
 	segs := make([]Segment, len(rates))
 	for i, r := range rates {
-		if !(r > 0) {
-			return Shape{}, fmt.Errorf("%w: step %d rate must be > 0, got %v", ErrBadShape, i, r)
+		if err := checkRate("Steps", fmt.Sprintf("step %d, %s,", i+1, fmtRate(r)), r, false); err != nil {
+			return Shape{}, err
 		}
 		segs[i] = Segment{From: r, To: r, Duration: step}
 	}
@@ -125,7 +145,13 @@ func (s Shape) MeanRate() float64 {
 // t where the integral of the rate from 0 to t equals i. i must be in
 // [0, Count()).
 func (s Shape) At(i int64) time.Duration {
-	n := float64(i)
+	return s.at(float64(i))
+}
+
+// at is the offset at which the integral of the rate reaches n, for any n
+// in [0, the shape's total): At for a whole n, and the time map of a
+// Poisson process (see timetable) for any other.
+func (s Shape) at(n float64) time.Duration {
 	k := len(s.segs) - 1
 	for j := 1; j < len(s.segs); j++ {
 		if s.cum[j] > n {

@@ -1,5 +1,6 @@
 // Package plan is capacity arithmetic for overload work: Little's law,
-// backlog drain time, queue sizing, retry amplification and fleet totals.
+// backlog drain time, queue sizing, waiting time in front of c slots
+// (M/M/c), retry amplification and fleet totals.
 //
 //	d, err := plan.Drain{Backlog: 120000, Offered: 900, Refused: 600, Completed: 500}.Solve()
 //	// d.Accepted = 300/s, d.NetDrain = 200/s, d.Seconds = 600
@@ -32,6 +33,13 @@
 //   - Queue capacity from target wait × safe service rate is a starting
 //     candidate, not an answer: bursts and slow items must still be tried
 //     against it, and every queued item holds memory.
+//   - Waiting time in front of c slots follows Erlang's C formula when
+//     arrivals are random (Poisson) and service times spread
+//     exponentially: the share that waits, the mean and p99 wait, and the
+//     fewest slots that keep the p99 wait under a target. A load where the
+//     slots are busy as often as not (a ≥ c) has no steady state, and
+//     Wait says so rather than print figures. The recursion of Erlang's B
+//     formula keeps it finite for any number of slots (factorials do not).
 //   - Retries multiply per layer: 4 attempts at each of 3 layers is 4³ = 64
 //     attempts at the bottom for one original request. A retry budget
 //     (retries ≤ ratio × originals) caps each layer at 1 + ratio.

@@ -40,3 +40,11 @@ func ExampleQueueSize() {
 	fmt.Printf("%d items, %.2f MiB\n", r.Capacity, r.Bytes/(1<<20))
 	// Output: 100 items, 6.25 MiB
 }
+
+func ExampleWait() {
+	// Four slots, 10 ms a request, 380 requests a second.
+	r, _ := plan.Wait{Slots: 4, ServiceTime: 0.010, Rate: 380, TargetP99Wait: 0.050}.Solve()
+	fmt.Printf("P(wait) %.3f, mean wait %.1f ms, p99 wait %.0f ms; %d slots meet a 50 ms p99\n",
+		r.PWait, r.MeanWait*1000, r.P99Wait*1000, r.NeededSlots)
+	// Output: P(wait) 0.891, mean wait 44.6 ms, p99 wait 225 ms; 5 slots meet a 50 ms p99
+}

@@ -41,6 +41,12 @@ type Little struct {
 	// InSystem is L, the average number of items in the system (queued
 	// plus being worked on).
 	InSystem float64
+	// Waiting, when given, is added to InSystem: the average of a gate's
+	// waiting gauge (sluice_admission_waiting), for an InSystem that is
+	// its inflight gauge (sluice_admission_inflight), which counts the
+	// slots held and leaves the queue out. It needs InSystem; for the
+	// queue alone, give Queued.
+	Waiting float64
 	// Queued is Lq, the average number of items waiting, not yet started.
 	Queued float64
 
@@ -84,11 +90,20 @@ func (in Little) Solve() (LittleResult, error) {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"rate", in.Rate}, {"in-system", in.InSystem}, {"queued", in.Queued}, {"total-time", in.TotalTime}, {"queue-time", in.QueueTime}} {
+	}{{"rate", in.Rate}, {"in-system", in.InSystem}, {"waiting", in.Waiting}, {"queued", in.Queued}, {"total-time", in.TotalTime}, {"queue-time", in.QueueTime}} {
 		if err := checkFigure(f.name, f.v); err != nil {
 			return LittleResult{}, err
 		}
 	}
+	if in.Waiting > 0 && in.InSystem == 0 {
+		return LittleResult{}, &InputError{Field: "waiting", Err: ErrInvalidInput,
+			Reason: "the waiting gauge is added to in-system (the inflight gauge, which leaves the queue out); for the queue alone give queued"}
+	}
+	if in.Waiting > 0 && in.Queued > 0 {
+		return LittleResult{}, &InputError{Field: "waiting/queued", Err: ErrInvalidInput,
+			Reason: "give the queue once: waiting (added to in-system) or queued (the queue alone)"}
+	}
+	in.InSystem += in.Waiting
 	if in.InSystem > 0 && in.Queued > 0 {
 		return LittleResult{}, &InputError{Field: "in-system/queued", Err: ErrInvalidInput,
 			Reason: "give one count: in-system (queued plus working) or queued (waiting only)"}

@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -239,6 +240,26 @@ func TestFleetTotals(t *testing.T) {
 	for _, in := range []Fleet{{Instances: 1}, {PerInstance: 1}, {PerInstance: 1, Instances: 1, Shared: -1}, {PerInstance: 1 << 40, Instances: 1 << 40}} {
 		if _, err := in.Solve(); !errors.Is(err, ErrInvalidInput) {
 			t.Errorf("%+v: err %v, want ErrInvalidInput", in, err)
+		}
+	}
+}
+
+// TestLittleWaitingJoinsInSystem: a gate's inflight gauge leaves its queue
+// out; with the waiting gauge added the check adds up where inflight alone
+// does not.
+func TestLittleWaitingJoinsInSystem(t *testing.T) {
+	got, err := Little{Rate: 500, TotalTime: 0.2, InSystem: 60, Waiting: 40}.Solve()
+	if err != nil || !got.AddsUp || got.Count != 100 || got.Scope != ScopeSystem {
+		t.Errorf("inflight 60 + waiting 40 against 500/s × 0.2 s: %+v %v, want it to add up", got, err)
+	}
+	if got, _ := (Little{Rate: 500, TotalTime: 0.2, InSystem: 60}).Solve(); got.AddsUp {
+		t.Errorf("inflight 60 alone: %+v, want it not to add up", got)
+	}
+	for _, in := range []Little{{Rate: 500, TotalTime: 0.2, Waiting: 40}, {Rate: 500, QueueTime: 0.1, Queued: 50, Waiting: 40}} {
+		_, err := in.Solve()
+		var ie *InputError
+		if !errors.As(err, &ie) || !strings.Contains(ie.Field, "waiting") {
+			t.Errorf("%+v: err %v, want an InputError on waiting", in, err)
 		}
 	}
 }

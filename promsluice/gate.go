@@ -2,6 +2,7 @@ package promsluice
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,6 +129,22 @@ func (m *Metrics) addGate(g *admit.Gate) error {
 	}
 	m.gates = append(m.gates, g)
 	return nil
+}
+
+// removeGate stops exporting g: its counters, gauges and histograms.
+// Removing a gate m does not export is a no-op.
+func (m *Metrics) removeGate(g *admit.Gate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.Index(m.gates, g)
+	if i < 0 {
+		return
+	}
+	m.gates = slices.Delete(m.gates, i, i+1)
+	// Names are unique among the exported gates (addGate), so the
+	// histograms of g's name are g's alone.
+	m.wait.DeletePartialMatch(prometheus.Labels{"gate": g.Name()})
+	m.hold.DeletePartialMatch(prometheus.Labels{"gate": g.Name()})
 }
 
 // ObserveAdmission records the wait of callers that were queued. A nil

@@ -1,6 +1,7 @@
 package promsluice
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,15 @@ func (m *limitMetrics) add(a *limit.Adaptive) {
 		}
 	}
 	m.limit = append(m.limit, a)
+}
+
+// remove stops exporting a. Removing one m does not export is a no-op.
+func (m *limitMetrics) remove(a *limit.Adaptive) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i := slices.Index(m.limit, a); i >= 0 {
+		m.limit = slices.Delete(m.limit, i, i+1)
+	}
 }
 
 // Describe implements prometheus.Collector.

@@ -21,7 +21,10 @@ import (
 //   - *limit.Adaptive: the adaptive limit's state, sluice_limit_*.
 //   - a quota: a *quota.Quota, a fleet quota (*redisquota.Quota), or
 //     anything else with their Stats() quota.Stats method, or that method
-//     itself (a func() quota.Stats). Its counters are sluice_quota_*, and
+//     itself (a func() quota.Stats); or a func() []quota.Stats, a set of
+//     quotas read at each scrape, for a set that changes while the process
+//     runs (a proxy's route quotas across reloads; it must never return
+//     two quotas of one name). Its counters are sluice_quota_*, and
 //     its rejections are counted in sluice_admission_rejected_total under
 //     the quota's name as well (reason rate for the 429s, full for a full
 //     key table, breaker_open for a fleet quota failing closed), so that
@@ -56,6 +59,38 @@ func (m *Metrics) Add(parts ...any) error {
 	return nil
 }
 
+// Remove stops exporting each part, from the next scrape on: a gate
+// (*admit.Gate) or an adaptive limit (*limit.Adaptive) retired while the
+// process runs, such as a proxy's route gates after a reload. A gate's
+// counters, gauges and histograms go; a limit's state goes. A removed
+// part may be added again. Removing a part m does not export is a no-op;
+// any other kind of part is an error naming its type, and nothing is
+// removed. Safe for concurrent use, with Add and scrapes too.
+func (m *Metrics) Remove(parts ...any) error {
+	for _, p := range parts {
+		switch v := p.(type) {
+		case *admit.Gate, *limit.Adaptive:
+			if isNil(v) {
+				return fmt.Errorf("promsluice: Remove of a nil %T", p)
+			}
+		default:
+			return fmt.Errorf("promsluice: Remove of a %T: want a gate or an adaptive limit", p)
+		}
+	}
+	for _, p := range parts {
+		switch v := p.(type) {
+		case *admit.Gate:
+			m.removeGate(v)
+		case *limit.Adaptive:
+			m.limits.remove(v)
+			m.mu.Lock()
+			delete(m.added, p)
+			m.mu.Unlock()
+		}
+	}
+	return nil
+}
+
 // A quotaPart is a quota as Add takes it.
 type quotaPart interface{ Stats() quota.Stats }
 
@@ -70,6 +105,10 @@ func check(p any) error {
 			return fmt.Errorf("promsluice: Add of a nil %T", p)
 		}
 	case func() quota.Stats:
+		if v == nil {
+			return fmt.Errorf("promsluice: Add of a nil %T", p)
+		}
+	case func() []quota.Stats:
 		if v == nil {
 			return fmt.Errorf("promsluice: Add of a nil %T", p)
 		}
@@ -108,7 +147,8 @@ func isNil(p any) bool {
 // comparable parts (pointers) are recorded; a func() quota.Stats is
 // added each time.
 func (m *Metrics) seen(p any) bool {
-	if _, ok := p.(func() quota.Stats); ok {
+	switch p.(type) {
+	case func() quota.Stats, func() []quota.Stats:
 		return false
 	}
 	m.mu.Lock()
@@ -147,9 +187,11 @@ func (m *Metrics) add(p any) error {
 	case *pool.Pool:
 		m.pools.add(v)
 	case func() quota.Stats:
+		m.addQuota(func() []quota.Stats { return []quota.Stats{v()} })
+	case func() []quota.Stats:
 		m.addQuota(v)
 	case quotaPart:
-		m.addQuota(v.Stats)
+		m.addQuota(func() []quota.Stats { return []quota.Stats{v.Stats()} })
 		if sb, ok := v.(storeBreakerPart); ok {
 			if b := sb.Breaker(); b != nil {
 				m.breakers.add(b)
@@ -159,8 +201,8 @@ func (m *Metrics) add(p any) error {
 	return nil
 }
 
-// addQuota exports a quota's counters and its rejections.
-func (m *Metrics) addQuota(read func() quota.Stats) {
+// addQuota exports quotas' counters and their rejections.
+func (m *Metrics) addQuota(read func() []quota.Stats) {
 	m.quotas.add(read)
 	m.addRefusals(quotaRefusals(read))
 }

@@ -27,7 +27,7 @@ import (
 // Safe for concurrent use.
 type quotaMetrics struct {
 	mu      sync.Mutex
-	sources []func() quota.Stats
+	sources []func() []quota.Stats
 
 	allowed, limited, rejected, keys, maxKeys, evictions, mode, fallbacks, storeErrors *prometheus.Desc
 }
@@ -50,7 +50,7 @@ func newQuotaMetrics() *quotaMetrics {
 
 // add exports the quota whose Stats read returns (a *quota.Quota's or a
 // fleet quota's Stats method).
-func (m *quotaMetrics) add(read func() quota.Stats) {
+func (m *quotaMetrics) add(read func() []quota.Stats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sources = append(m.sources, read)
@@ -72,27 +72,28 @@ func (m *quotaMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	m.mu.Lock()
-	sources := append([]func() quota.Stats(nil), m.sources...)
+	sources := append([]func() []quota.Stats(nil), m.sources...)
 	m.mu.Unlock()
 	for _, read := range sources {
-		s := read()
-		counter(m.allowed, s.Allowed, s.Quota)
-		counter(m.limited, s.Limited, s.Quota)
-		counter(m.rejected, s.RejectedFull, s.Quota, "full")
-		counter(m.rejected, s.RejectedStore, s.Quota, "breaker_open")
-		gauge(m.keys, float64(s.Keys), s.Quota)
-		gauge(m.maxKeys, float64(s.MaxKeys), s.Quota)
-		counter(m.evictions, s.EvictedIdle, s.Quota, "idle")
-		counter(m.evictions, s.EvictedLRU, s.Quota, "lru")
-		for _, mode := range []string{quota.ModeLocal, quota.ModeFleet, quota.ModeFallback} {
-			v := 0.0
-			if s.Mode == mode {
-				v = 1
+		for _, s := range read() {
+			counter(m.allowed, s.Allowed, s.Quota)
+			counter(m.limited, s.Limited, s.Quota)
+			counter(m.rejected, s.RejectedFull, s.Quota, "full")
+			counter(m.rejected, s.RejectedStore, s.Quota, "breaker_open")
+			gauge(m.keys, float64(s.Keys), s.Quota)
+			gauge(m.maxKeys, float64(s.MaxKeys), s.Quota)
+			counter(m.evictions, s.EvictedIdle, s.Quota, "idle")
+			counter(m.evictions, s.EvictedLRU, s.Quota, "lru")
+			for _, mode := range []string{quota.ModeLocal, quota.ModeFleet, quota.ModeFallback} {
+				v := 0.0
+				if s.Mode == mode {
+					v = 1
+				}
+				gauge(m.mode, v, s.Quota, mode)
 			}
-			gauge(m.mode, v, s.Quota, mode)
+			counter(m.fallbacks, s.FallbackDecisions, s.Quota)
+			counter(m.storeErrors, s.StoreErrors, s.Quota)
 		}
-		counter(m.fallbacks, s.FallbackDecisions, s.Quota)
-		counter(m.storeErrors, s.StoreErrors, s.Quota)
 	}
 }
 

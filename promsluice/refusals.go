@@ -32,15 +32,15 @@ func (m *Metrics) addRefusals(read func() []Refusal) {
 	m.refusals = append(m.refusals, read)
 }
 
-// quotaRefusals reads quotas' Stats (a *quota.Quota's or a fleet quota's
-// Stats method) as refusals: gate is the quota's name, reason rate for
-// Limited (the 429s), full for RejectedFull and breaker_open for
-// RejectedStore, the reasons the quotas' own refusals carry.
-func quotaRefusals(sources ...func() quota.Stats) func() []Refusal {
+// quotaRefusals reads quotas' Stats as refusals: gate is the quota's name,
+// reason rate for Limited (the 429s), full for RejectedFull and
+// breaker_open for RejectedStore, the reasons the quotas' own refusals
+// carry.
+func quotaRefusals(read func() []quota.Stats) func() []Refusal {
 	return func() []Refusal {
-		out := make([]Refusal, 0, 3*len(sources))
-		for _, read := range sources {
-			s := read()
+		stats := read()
+		out := make([]Refusal, 0, 3*len(stats))
+		for _, s := range stats {
 			out = append(out,
 				Refusal{Gate: s.Quota, Reason: admit.ReasonRate.String(), Count: s.Limited},
 				Refusal{Gate: s.Quota, Reason: admit.ReasonFull.String(), Count: s.RejectedFull},

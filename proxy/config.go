@@ -99,10 +99,19 @@ type Config struct {
 	// request critical.
 	Queueing Queueing
 
-	// TrustedProxies are the addresses of proxies in front of this one
-	// whose X-Forwarded-For is believed when a route quota is keyed on
-	// "ip" (see httpgate.KeyClientIP); nil keys on the peer's address.
+	// TrustedProxies are the addresses of proxies in front of this one.
+	// From such a peer the client address chain is kept: the upstream
+	// receives its X-Forwarded-For and Forwarded with the peer appended,
+	// and its X-Forwarded-Host and X-Forwarded-Proto as they came. From
+	// any other peer those headers are replaced by the peer's address
+	// (and this hop's host and scheme). A route quota keyed on "ip"
+	// believes the same chain (see httpgate.KeyClientIP). Nil trusts
+	// nobody.
 	TrustedProxies []netip.Prefix
+	// PreserveHost sends the client's Host header to the upstream instead
+	// of the upstream's own host name (virtual hosts behind the proxy).
+	// False rewrites it to the instance's host.
+	PreserveHost bool
 	// FleetQuotas, when set, is the template of the routes' fleet
 	// quotas: a route quota whose Scope is "fleet", or empty, is a
 	// redisquota.Quota built from it, with the route's Name, Rate, Burst
@@ -245,7 +254,8 @@ type Route struct {
 	// Host matches the request's host, port ignored, case-insensitive;
 	// empty matches all.
 	Host string `json:"host,omitempty"`
-	// Methods match the request method; empty matches all.
+	// Methods match the request method, case-sensitively (so they are
+	// written upper case: "get" is refused); empty matches all.
 	Methods []string `json:"methods,omitempty"`
 
 	// MaxInflight, when above 0, gives the route its own gate of that
@@ -334,42 +344,101 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// Rules is the config file: {"routes": [...]}.
+// Rules is the config file: {"routes": [...], "upstreams": [...]}.
 type Rules struct {
 	Routes []Route `json:"routes"`
+	// Upstreams, when not empty, are the upstream instances, URLs as
+	// Config.Upstreams wants them: a file that names them can change them
+	// with the routes on a reload.
+	Upstreams []string `json:"upstreams,omitempty"`
+}
+
+// File is a config file, checked: its routes and, if it names any, its
+// upstream instances (nil otherwise).
+type File struct {
+	Routes    []Route
+	Upstreams []*url.URL
 }
 
 // maxRulesBytes bounds a config file.
 const maxRulesBytes = 1 << 20
 
 // ParseRules reads a JSON config file of per-route rules and checks every
-// rule (unknown fields are errors). Errors wrap ErrInvalidConfig and name
-// the route at fault.
+// rule: unknown fields, a key given twice in one object, and a route that
+// an earlier one leaves nothing to match are errors. A leading UTF-8 byte
+// order mark is skipped. Errors wrap ErrInvalidConfig and name the route
+// at fault. ParseFile also returns the file's upstreams.
 func ParseRules(r io.Reader) ([]Route, error) {
+	f, err := ParseFile(r)
+	return f.Routes, err
+}
+
+// ParseFile reads and checks a config file as ParseRules does, and its
+// "upstreams" as New checks Config.Upstreams.
+func ParseFile(r io.Reader) (File, error) {
+	rules, err := parseRules(r)
+	if err != nil {
+		return File{}, err
+	}
+	f := File{Routes: rules.Routes}
+	if len(rules.Upstreams) > maxUpstreams {
+		return File{}, fmt.Errorf("%w: %d upstreams, at most %d", ErrInvalidConfig, len(rules.Upstreams), maxUpstreams)
+	}
+	for i, s := range rules.Upstreams {
+		u, err := url.Parse(s)
+		if err == nil {
+			err = CheckUpstream(u)
+		}
+		if err != nil {
+			return File{}, fmt.Errorf("%w: upstreams[%d] %q: %v", ErrInvalidConfig, i, s, err)
+		}
+		f.Upstreams = append(f.Upstreams, u)
+	}
+	if err := checkUpstreamList(f.Upstreams); err != nil {
+		return File{}, err
+	}
+	return f, nil
+}
+
+func parseRules(r io.Reader) (Rules, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxRulesBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading rules: %v", ErrInvalidConfig, err)
+		return Rules{}, fmt.Errorf("%w: reading rules: %v", ErrInvalidConfig, err)
 	}
 	if len(data) > maxRulesBytes {
-		return nil, fmt.Errorf("%w: rules larger than %d bytes", ErrInvalidConfig, maxRulesBytes)
+		return Rules{}, fmt.Errorf("%w: rules larger than %d bytes", ErrInvalidConfig, maxRulesBytes)
 	}
+	data = bytes.TrimPrefix(data, utf8BOM)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var rules Rules
 	if err := dec.Decode(&rules); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return Rules{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the rules object", ErrInvalidConfig)
+		return Rules{}, fmt.Errorf("%w: trailing data after the rules object", ErrInvalidConfig)
+	}
+	if err := duplicateKey(data); err != nil {
+		var dup *errDuplicateKey
+		if errors.As(err, &dup) {
+			if i := routeOf(dup.path); i >= 0 && i < len(rules.Routes) {
+				return Rules{}, fmt.Errorf("%w: route %d (%q): %v", ErrInvalidConfig, i, rules.Routes[i].Name, err)
+			}
+		}
+		return Rules{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if err := checkRoutes(rules.Routes); err != nil {
-		return nil, err
+		return Rules{}, err
 	}
-	return rules.Routes, nil
+	return rules, nil
 }
 
-// maxRoutes bounds the route table (each route is a metric label).
-const maxRoutes = 256
+// maxRoutes bounds the route table (each route is a metric label), and
+// maxUpstreams a config file's upstream instances.
+const (
+	maxRoutes    = 256
+	maxUpstreams = 1024
+)
 
 func checkRoutes(routes []Route) error {
 	if len(routes) > maxRoutes {
@@ -384,6 +453,10 @@ func checkRoutes(routes []Route) error {
 			return fmt.Errorf("%w: route %d: name %q used twice (or reserved)", ErrInvalidConfig, i, rt.Name)
 		}
 		seen[rt.Name], seen[rt.Name+quotaSuffix] = true, true
+		if j := shadowedBy(routes, i); j >= 0 {
+			return fmt.Errorf("%w: route %d (%q): never matches: route %d (%q) comes first with the same or a wider host, methods and path prefix (%q covers %q); remove it or put the narrower route first",
+				ErrInvalidConfig, i, rt.Name, j, routes[j].Name, routes[j].PathPrefix, rt.PathPrefix)
+		}
 	}
 	return nil
 }
@@ -392,15 +465,15 @@ func (rt *Route) check() error {
 	if err := quota.CheckName(rt.Name + quotaSuffix); err != nil || rt.Name == "" {
 		return errors.New("name: want 1 to 58 of [A-Za-z0-9_.-]")
 	}
-	if rt.PathPrefix != "" && (!strings.HasPrefix(rt.PathPrefix, "/") || strings.ContainsAny(rt.PathPrefix, " \t?#")) {
-		return fmt.Errorf("path %q: want a path prefix starting with /", rt.PathPrefix)
+	if err := checkPathPrefix(rt.PathPrefix); err != nil {
+		return err
 	}
 	if rt.Host != "" && (strings.ContainsAny(rt.Host, " /\t") || !httpguts.ValidHostHeader(rt.Host)) {
 		return fmt.Errorf("host %q: not a host name", rt.Host)
 	}
 	for _, m := range rt.Methods {
-		if m == "" || !validMethod(m) {
-			return fmt.Errorf("method %q: not an HTTP method token", m)
+		if err := checkMethod(m); err != nil {
+			return err
 		}
 	}
 	if rt.MaxInflight < 0 || rt.MaxInflight > admit.MaxCapacity {
@@ -414,6 +487,9 @@ func (rt *Route) check() error {
 	}
 	if rt.MaxWait > 0 && rt.Queue == 0 {
 		return errors.New("max_wait needs queue")
+	}
+	if err := checkRuleDuration("max_wait", time.Duration(rt.MaxWait)); err != nil {
+		return err
 	}
 	if err := rt.Limit.check(rt.MaxInflight); err != nil {
 		return err
@@ -463,6 +539,9 @@ func (l Limit) check(capacity int64) error {
 	}
 	if l.Min < 0 || l.Max < 0 || l.SLO < 0 {
 		return errors.New("limit_min, limit_max and slo: want 0 or more")
+	}
+	if err := checkRuleDuration("slo", time.Duration(l.SLO)); err != nil {
+		return err
 	}
 	if l.Max > capacity && capacity > 0 {
 		return fmt.Errorf("limit_max %d above the gate's %d slots (its ceiling)", l.Max, capacity)

@@ -64,11 +64,82 @@ func TestParseRulesErrors(t *testing.T) {
 		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":["sheddable=0.6","critical=0.6"]}]}`, "more than 1"},
 		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":"sheddable=0.1"}]}`, "cannot unmarshal"},
 		{`{"routes":[]} {}`, "trailing"},
+		{`{"routes":[{"name":"a"}],"routes":[{"name":"b"}]}`, `key "routes" given twice`},
+		{`{"routes":[{"name":"a","path":"/x","path":"/y"}]}`, `route 0 ("a"): routes[0]: key "path" given twice`},
+		{`{"routes":[{"name":"a"},{"name":"b","quota":{"rate":1,"rate":2}}]}`, `route 1 ("b"): routes[1].quota: key "rate" given twice`},
+		{`{"routes":[{"name":"a","methods":["GET","get"]}]}`, `route 0 ("a"): method "get": methods are case-sensitive`},
+		{`{"routes":[{"name":"a","methods":["Post"]}]}`, `write "POST"`},
+		{`{"routes":[{"name":"a","path":"/x"},{"name":"b","path":"/x"}]}`, `route 1 ("b"): never matches: route 0 ("a")`},
+		{`{"routes":[{"name":"a","path":"/"},{"name":"b","host":"h.example","path":"/x"}]}`, `route 1 ("b"): never matches`},
+		{`{"routes":[{"name":"a","methods":["GET","POST"]},{"name":"b","path":"/x","methods":["GET"]}]}`, `route 1 ("b"): never matches`},
+		{`{"routes":[{"name":"a","path":"/x\u0000y"}]}`, `route 0 ("a"): path "/x\x00y": control character 0x00`},
+		{`{"routes":[{"name":"a","path":"/x\ny"}]}`, "control character 0x0a"},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"max_wait":"1ns"}]}`, `route 0 ("a"): max_wait 1ns: want 1ms to 10m0s`},
+		{`{"routes":[{"name":"a","max_inflight":2,"limit":"aimd","slo":"2562047h"}]}`, "slo 2562047h0m0s: want 1ms to 10m0s"},
+		{"\xef\xbb\xbf\xef\xbb\xbf{}", "invalid character"},
 		{`[`, "unexpected EOF"},
 	} {
 		_, err := ParseRules(strings.NewReader(tc.in))
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v; want ErrInvalidConfig mentioning %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestParseRulesAccepts: what is not a mistake passes: a leading UTF-8
+// byte order mark, the same path for other methods or another host, and a
+// catch-all after the specific routes.
+func TestParseRulesAccepts(t *testing.T) {
+	for _, in := range []string{
+		"\xef\xbb\xbf" + `{"routes":[{"name":"a"}]}`,
+		`{"routes":[{"name":"a","path":"/x","methods":["GET"]},{"name":"b","path":"/x","methods":["POST"]},{"name":"c","path":"/x"}]}`,
+		`{"routes":[{"name":"a","host":"a.example","path":"/x"},{"name":"b","host":"b.example","path":"/x"},{"name":"c","path":"/x/y"},{"name":"d"}]}`,
+		`{"routes":[{"name":"a","methods":["GET"]},{"name":"b","methods":["GET","PUT"]}]}`,
+		`{"routes":[{"name":"a","path":"/caf\u00e9","max_inflight":1,"queue":1,"max_wait":"1ms"}]}`,
+	} {
+		if _, err := ParseRules(strings.NewReader(in)); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
+// TestParseFileUpstreams: a config file may name the upstream instances,
+// checked as New checks them.
+func TestParseFileUpstreams(t *testing.T) {
+	f, err := ParseFile(strings.NewReader(`{"upstreams":["http://10.0.0.5:9000/api","http://10.0.0.6:9000/api"],"routes":[{"name":"a"}]}`))
+	if err != nil || len(f.Upstreams) != 2 || f.Upstreams[1].Host != "10.0.0.6:9000" || len(f.Routes) != 1 {
+		t.Fatalf("ParseFile: %+v, %v", f, err)
+	}
+	if f, err := ParseFile(strings.NewReader(`{"routes":[]}`)); err != nil || f.Upstreams != nil {
+		t.Fatalf("a file without upstreams: %+v, %v", f, err)
+	}
+	for in, want := range map[string]string{
+		`{"upstreams":["http://a:1/x","http://b:1/y"],"routes":[]}`: "same path",
+		`{"upstreams":["http://a:0"],"routes":[]}`:                  `upstreams[0] "http://a:0": port`,
+		`{"upstreams":["::"],"routes":[]}`:                          `upstreams[0] "::"`,
+		`{"upstreams":"http://a:1","routes":[]}`:                    "cannot unmarshal",
+	} {
+		if _, err := ParseFile(strings.NewReader(in)); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrInvalidConfig mentioning %q", in, err, want)
+		}
+	}
+}
+
+func TestCheckUpstream(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"http://127.0.0.1:9000": true, "https://api.example/base": true, "http://[::1]:80": true, "http://h": true,
+		"http://h:99999": false, "http://h:0": false, "http://h:": false, "http://:80": false, "http://h:-1": false,
+		"http://u:p@h:1": false, "http://h:1/?q": false, "http://h:1/#f": false, "ftp://h:1": false, "http:h": false,
+	} {
+		u, err := url.Parse(in)
+		if err != nil {
+			if ok {
+				t.Errorf("%s: %v", in, err)
+			}
+			continue
+		}
+		if err := CheckUpstream(u); (err == nil) != ok {
+			t.Errorf("CheckUpstream(%s) = %v; want ok=%v", in, err, ok)
 		}
 	}
 }
@@ -85,23 +156,44 @@ func FuzzParseRules(f *testing.F) {
 	f.Add(`{"routes":[{"name":"f","max_inflight":1,"queue":1,"priority_header":"P","class_shares":["sheddable=0.5,critical=0.5"]}]}`)
 	f.Add(`{"routes":[{"name":"g","quota":{"rate":5,"scope":"local"}}]}`)
 	f.Add(`{"routes":[{"name":"h","path":"/h","quota":{"rate":0.5,"burst":3,"key":"header:K","scope":"fleet"}},{"name":"i","quota":{"rate":2}}]}`)
+	f.Add(`{"routes":[{"name":"a"}],"routes":[{"name":"b"}]}`)
+	f.Add("\xef\xbb\xbf" + `{"routes":[{"name":"j","path":"/j","methods":["GET"]},{"name":"k","path":"/j"}]}`)
+	f.Add(`{"routes":[{"name":"l","path":"/l\u0000","methods":["get"]}]}`)
 	up, _ := url.Parse("http://127.0.0.1:9")
 	// A fleet store that is never called: New builds fleet quotas
 	// without talking to Redis.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:9"})
 	f.Cleanup(func() { _ = client.Close() })
+	f.Add(`{"upstreams":["http://127.0.0.1:9/a","https://[::1]:443/a"],"routes":[{"name":"m","path":"/m"}]}`)
 	f.Fuzz(func(t *testing.T, in string) {
-		routes, err := ParseRules(strings.NewReader(in))
+		file, err := ParseFile(strings.NewReader(in))
 		if err != nil {
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
 			}
 			return
 		}
-		p, err := New(Config{Upstreams: []*url.URL{up}, Routes: routes, MaxInflight: admit.MaxCapacity,
+		routes, ups := file.Routes, file.Upstreams
+		if len(ups) == 0 {
+			ups = []*url.URL{up}
+		}
+		p, err := New(Config{Upstreams: ups, Routes: routes, MaxInflight: admit.MaxCapacity,
 			FleetQuotas: &redisquota.Config{Client: client}})
 		if err != nil {
 			t.Fatalf("accepted rules rejected by New: %v", err)
+		}
+		for i, rt := range routes {
+			if err := checkPathPrefix(rt.PathPrefix); err != nil || shadowedBy(routes, i) >= 0 {
+				t.Fatalf("accepted route %d (%+v): path %v, shadowed by %d", i, rt, err, shadowedBy(routes, i))
+			}
+			for _, m := range rt.Methods {
+				if m != strings.ToUpper(m) {
+					t.Fatalf("accepted method %q", m)
+				}
+			}
+		}
+		if duplicateKey([]byte(strings.TrimPrefix(in, "\xef\xbb\xbf"))) != nil {
+			t.Fatalf("accepted a document with a duplicate key: %q", in)
 		}
 		for _, g := range p.Gates() {
 			g.Close()

@@ -116,6 +116,28 @@
 // a Cookie unless public; answers with Set-Cookie, Vary: *, or a
 // Cache-Control of no-store, no-cache or private.
 //
+// # Forwarding headers
+//
+// The upstream learns who asked. From a peer in Config.TrustedProxies (a
+// balancer in front) the client address chain is kept: X-Forwarded-For and
+// RFC 7239 Forwarded get this hop appended, X-Forwarded-Host and
+// X-Forwarded-Proto pass as they came. From any other peer they are
+// replaced by the peer's address and this hop's host and scheme: a client
+// cannot forge its way into the chain. Forwarded's for= is quoted when it
+// carries a port or an IPv6 address. The Host header is the upstream's
+// own unless Config.PreserveHost.
+//
+// # Reloading
+//
+// Reload replaces the routes and the upstream instances of a running
+// Proxy. A route is known by its name: kept, it keeps its gate (the slots
+// held, the requests queued; a new max_inflight is applied with
+// admit.Gate.SetCapacity, never by a second gate that would add to the
+// first while its requests finish) and its quota's buckets unless the
+// quota changed. A change that would need a new gate (queue, max_wait,
+// limit) is refused with ErrRestartNeeded, and a refused reload changes
+// nothing. ParseFile reads a config file with its optional "upstreams".
+//
 // # Balancing and passive health
 //
 // Attempts go round-robin to instances not ejected; EjectAfter consecutive
@@ -127,8 +149,10 @@
 // # Design
 //
 // net/http/httputil.ReverseProxy does the HTTP work (hop-by-hop headers,
-// X-Forwarded-*, streaming, trailers, 1xx); this package adds only the
-// admission and calling policy around it, from sluice's own packages
+// streaming, trailers, 1xx); this package adds only the admission and
+// calling policy around it, and the forwarding headers (its
+// ProxyRequest.SetXForwarded replaces a trusted balancer's chain and
+// writes no Forwarded), from sluice's own packages
 // (admit, limit, quota, retry, breaker, httpgate). It was not measured to
 // fall short for the gate's job; its raw throughput is a bare
 // ReverseProxy's (docs/bench/proxy.md). The stale store is golang-lru's
@@ -139,6 +163,8 @@
 //
 // A Proxy is safe for concurrent use. The pool holds one mutex for a few
 // comparisons per attempt, never while sending; the refusal counters take a
-// mutex only on the first refusal of a kind; everything else is the
-// concurrency of the packages it is built from.
+// mutex only on the first refusal of a kind; the route table is an atomic
+// pointer that Reload swaps (reloads are serialised by their own mutex),
+// so a request reads it once and keeps the route it matched; everything
+// else is the concurrency of the packages it is built from.
 package proxy

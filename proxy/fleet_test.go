@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,7 +32,9 @@ func TestRouteFleetQuotaSharedAcrossProxies(t *testing.T) {
 	var proxies []*Proxy
 	for range 2 {
 		p := mustNew(t, Config{Upstreams: []*url.URL{up}, Routes: routes,
-			FleetQuotas: &redisquota.Config{Client: client, Prefix: "proxytest:"}})
+			// A generous Timeout: on a loaded machine a 50 ms one fails open
+			// (admits) and the test would read that as a quota not shared.
+			FleetQuotas: &redisquota.Config{Client: client, Prefix: "proxytest:", Timeout: time.Second}})
 		base, c := front(t, p)
 		bases, clients, proxies = append(bases, base), append(clients, c), append(proxies, p)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +36,8 @@ type pool struct {
 	mu      sync.Mutex
 	members []*member
 	cursor  int
+
+	first atomic.Pointer[url.URL] // members[0]'s URL, read without mu
 }
 
 type member struct {
@@ -48,10 +51,37 @@ type member struct {
 
 func newPool(urls []*url.URL, next http.RoundTripper, ejectAfter int, ejectFor time.Duration, now func() time.Time, logger *slog.Logger) *pool {
 	p := &pool{next: next, ejectAfter: ejectAfter, ejectFor: ejectFor, now: now, logger: logger}
-	for _, u := range urls {
-		p.members = append(p.members, &member{url: u})
-	}
+	p.setMembers(urls)
 	return p
+}
+
+// base is the URL a request is rewritten for (the first instance's): its
+// path prefixes every request's; the instance is chosen per attempt.
+func (p *pool) base() *url.URL { return p.first.Load() }
+
+// setMembers makes urls the instances. An instance already a member keeps
+// its health record and counters; one no longer listed leaves the
+// rotation, and its attempts in flight finish. urls is not empty.
+func (p *pool) setMembers(urls []*url.URL) (added, removed int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := make(map[string]*member, len(p.members))
+	for _, m := range p.members {
+		old[m.url.String()] = m
+	}
+	members := make([]*member, 0, len(urls))
+	for _, u := range urls {
+		m := old[u.String()]
+		if m == nil {
+			m = &member{url: u}
+			added++
+		}
+		delete(old, u.String())
+		members = append(members, m)
+	}
+	p.members, p.cursor = members, 0
+	p.first.Store(urls[0])
+	return added, len(old)
 }
 
 // pick chooses the instance for one attempt.
@@ -88,13 +118,14 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := p.pick()
 	a := p.newAttempt(req.Context(), m)
 	out := req.WithContext(a.ctx)
-	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme || req.Host != "" {
+	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme {
 		// Another instance than the one the request was rewritten for
-		// (the first). With one upstream this never happens.
+		// (the first). With one upstream this never happens. The Host
+		// header stays what the rewrite made it: empty (the instance's
+		// own) or, with PreserveHost, the client's.
 		u := *req.URL
 		u.Scheme, u.Host = m.url.Scheme, m.url.Host
 		out.URL = &u
-		out.Host = ""
 	}
 	resp, err := p.next.RoundTrip(out)
 	a.gotHeaders()

@@ -34,7 +34,9 @@ type Proxy struct {
 	now      func() time.Time
 	unrouted http.Handler // requests no route takes: classified, then admitted
 	upstream *gateSet
-	routes   []*route
+	mw       *httpgate.Middleware
+	table    atomic.Pointer[[]*route] // the routes; Reload swaps them
+	reloadMu sync.Mutex               // serialises Reload
 	breaker  *breaker.Breaker
 	policy   *retry.Policy
 	pool     *pool
@@ -85,15 +87,8 @@ func New(cfg Config) (*Proxy, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, fmt.Errorf("%w: no upstream", ErrInvalidConfig)
 	}
-	for _, u := range cfg.Upstreams {
-		if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return nil, fmt.Errorf("%w: upstream %v: want http://host:port or https://host:port", ErrInvalidConfig, u)
-		}
-		// The instances of one service share one path prefix: the
-		// request is rewritten once, the instance chosen per attempt.
-		if u.Path != cfg.Upstreams[0].Path {
-			return nil, fmt.Errorf("%w: upstream %v: every upstream needs the same path as %v", ErrInvalidConfig, u, cfg.Upstreams[0])
-		}
+	if err := checkUpstreamList(cfg.Upstreams); err != nil {
+		return nil, err
 	}
 	if cfg.MaxInflight < 0 || cfg.MaxInflight > admit.MaxCapacity {
 		return nil, fmt.Errorf("%w: MaxInflight %d: want 0 (default) to %d", ErrInvalidConfig, cfg.MaxInflight, admit.MaxCapacity)
@@ -152,63 +147,25 @@ func New(cfg Config) (*Proxy, error) {
 	p.unrouted = classified(p.upstream.classify, p.admission(mw, nil))
 	// Tunnels: no Request-Timeout (it would end the tunnel), and a
 	// refusal is never answered with a stale page.
-	var tmw *httpgate.Middleware
 	if allowsUpgrades(cfg.Routes) {
 		p.tunnels = &tunnels{idle: cfg.TunnelIdleTimeout, logger: cfg.Logger}
 		if p.tunnels.gates, err = newGateSet(GateTunnels, cfg.MaxTunnels, 0, 0, Limit{}, Queueing{}, cfg.Observer, cfg.Logger); err != nil {
 			return nil, err
 		}
-		if tmw, err = httpgate.New(httpgate.Config{Refusal: p.refuse, Logger: cfg.Logger}); err != nil {
+		if p.tunnels.mw, err = httpgate.New(httpgate.Config{Refusal: p.refuse, Logger: cfg.Logger}); err != nil {
 			return nil, err
 		}
 	}
+	p.mw = mw
+	routes := make([]*route, 0, len(cfg.Routes))
 	for _, rc := range cfg.Routes {
-		rt := &route{Route: rc, host: strings.ToLower(rc.Host)}
-		rt.Cost = max(rt.Cost, 1)
-		// A request's class comes from its route's priority header, or
-		// else from the upstream gate's.
-		classify := p.upstream.classify
-		if rc.MaxInflight > 0 {
-			if rt.gates, err = newGateSet(rc.Name, rc.MaxInflight, rc.Queue, time.Duration(rc.MaxWait), rc.Limit, rc.Queueing, cfg.Observer, cfg.Logger); err != nil {
-				return nil, err
-			}
-			if rt.gates.classify != nil {
-				classify = rt.gates.classify
-			}
+		rt, err := p.newRoute(rc, nil)
+		if err != nil {
+			return nil, err
 		}
-		rt.handler = classified(classify, p.admission(mw, rt))
-		if len(rc.Upgrades) > 0 {
-			rt.tunnel = tmw.Guard(p.tunnels.gates.gate, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				p.forwardTunnel(w, r, rt)
-			}))
-		}
-		if q := rc.Quota; q != nil {
-			if err := p.newRouteQuota(rt); err != nil {
-				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
-			}
-			name, _ := keyHeader(q.Key)
-			key := httpgate.KeyClientIP(cfg.TrustedProxies)
-			if name != "" {
-				key = httpgate.KeyHeader(name)
-			}
-			cost := rt.Cost
-			qc := httpgate.QuotaConfig{
-				Limiter: rt.quota, Key: key,
-				Cost: func(*http.Request) int { return cost },
-				// The default refusal: the quota's Stats count it (see
-				// QuotaStats), so p.refuse must not count it again.
-			}
-			if rt.handler, err = httpgate.Quota(qc, rt.handler); err != nil {
-				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
-			}
-			if rt.tunnel != nil {
-				if rt.tunnel, err = httpgate.Quota(qc, rt.tunnel); err != nil {
-					return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
-				}
-			}
-		}
-		p.routes = append(p.routes, rt)
+		routes = append(routes, rt)
 	}
+	p.table.Store(&routes)
 	if !cfg.NoBreaker {
 		bc := cfg.Breaker
 		bc.Name = GateBreaker
@@ -264,6 +221,76 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	return p, nil
 }
+
+// newRoute makes rc live. keep, when not nil, carries the gate set and
+// the quota of the running route of the same name that rc keeps (Reload);
+// a part it leaves nil is built.
+func (p *Proxy) newRoute(rc Route, keep *route) (*route, error) {
+	cfg := p.cfg
+	rt := &route{Route: rc, host: strings.ToLower(rc.Host)}
+	rt.Cost = max(rt.Cost, 1)
+	// A request's class comes from its route's priority header, or
+	// else from the upstream gate's.
+	classify := p.upstream.classify
+	if rc.MaxInflight > 0 {
+		if keep != nil && keep.gates != nil {
+			rt.gates = keep.gates
+		} else {
+			gs, err := newGateSet(rc.Name, rc.MaxInflight, rc.Queue, time.Duration(rc.MaxWait), rc.Limit, rc.Queueing, cfg.Observer, cfg.Logger)
+			if err != nil {
+				return nil, err
+			}
+			rt.gates = gs
+		}
+		if rt.gates.classify != nil {
+			classify = rt.gates.classify
+		}
+	}
+	rt.handler = classified(classify, p.admission(p.mw, rt))
+	if len(rc.Upgrades) > 0 {
+		if p.tunnels == nil {
+			// The tunnels gate is built by New when a route allows
+			// upgrades; a reload cannot add it.
+			return nil, fmt.Errorf("%w: route %q: upgrades need the tunnels gate, which the proxy builds at start when a route allows them; restart the proxy",
+				ErrRestartNeeded, rc.Name)
+		}
+		rt.tunnel = p.tunnels.mw.Guard(p.tunnels.gates.gate, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.forwardTunnel(w, r, rt)
+		}))
+	}
+	if q := rc.Quota; q != nil {
+		if keep != nil && keep.quota != nil {
+			rt.quota, rt.fleet = keep.quota, keep.fleet
+		} else if err := p.newRouteQuota(rt); err != nil {
+			return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
+		}
+		name, _ := keyHeader(q.Key)
+		key := httpgate.KeyClientIP(cfg.TrustedProxies)
+		if name != "" {
+			key = httpgate.KeyHeader(name)
+		}
+		cost := rt.Cost
+		qc := httpgate.QuotaConfig{
+			Limiter: rt.quota, Key: key,
+			Cost: func(*http.Request) int { return cost },
+			// The default refusal: the quota's Stats count it (see
+			// QuotaStats), so p.refuse must not count it again.
+		}
+		var err error
+		if rt.handler, err = httpgate.Quota(qc, rt.handler); err != nil {
+			return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
+		}
+		if rt.tunnel != nil {
+			if rt.tunnel, err = httpgate.Quota(qc, rt.tunnel); err != nil {
+				return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
+			}
+		}
+	}
+	return rt, nil
+}
+
+// routes returns the routes in force: New's, or the last Reload's.
+func (p *Proxy) routes() []*route { return *p.table.Load() }
 
 // newRouteQuota builds rt's quota: a fleet quota from the template when
 // the route's scope asks for one (or leaves it to the proxy and the proxy
@@ -369,7 +396,7 @@ func allowsUpgrades(routes []Route) bool {
 
 // match returns the first route that takes r, or nil.
 func (p *Proxy) match(r *http.Request) *route {
-	for _, rt := range p.routes {
+	for _, rt := range p.routes() {
 		if rt.matches(r) {
 			return rt
 		}
@@ -524,8 +551,11 @@ func idempotent(method string) bool {
 // rewrite builds the outbound request. The pool picks the instance per
 // attempt; the URL here only carries the path and query.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(p.cfg.Upstreams[0])
-	pr.SetXForwarded()
+	pr.SetURL(p.pool.base())
+	p.setForwarded(pr)
+	if p.cfg.PreserveHost {
+		pr.Out.Host = pr.In.Host // SetURL cleared it: the upstream's own host
+	}
 	// The client's budget reaches the upstream as what is left of it:
 	// the retry transport writes the remaining deadline (httpgate turned
 	// the header into the context's deadline). Never forward the
@@ -565,7 +595,7 @@ func (p *Proxy) isGate(name string) bool {
 	if name == GateUpstream || (name == GateTunnels && p.tunnels != nil) {
 		return true
 	}
-	for _, rt := range p.routes {
+	for _, rt := range p.routes() {
 		if rt.gates != nil && rt.Name == name {
 			return true
 		}
@@ -720,7 +750,7 @@ func (dw *deadlineWriter) Unwrap() http.ResponseWriter { return dw.ResponseWrite
 // server.Config.Gates (metrics, /state, closed on shutdown).
 func (p *Proxy) Gates() []*admit.Gate {
 	gs := []*admit.Gate{p.upstream.gate}
-	for _, rt := range p.routes {
+	for _, rt := range p.routes() {
 		if rt.gates != nil {
 			gs = append(gs, rt.gates.gate)
 		}
@@ -737,7 +767,7 @@ func (p *Proxy) Adaptives() []*limit.Adaptive {
 	if p.upstream.adaptive != nil {
 		as = append(as, p.upstream.adaptive)
 	}
-	for _, rt := range p.routes {
+	for _, rt := range p.routes() {
 		if rt.gates != nil && rt.gates.adaptive != nil {
 			as = append(as, rt.gates.adaptive)
 		}
@@ -755,7 +785,7 @@ func (p *Proxy) Policy() *retry.Policy { return p.policy }
 // promsluice.Metrics.Add), local and fleet alike.
 func (p *Proxy) QuotaStats() []func() quota.Stats {
 	var out []func() quota.Stats
-	for _, rt := range p.routes {
+	for _, rt := range p.routes() {
 		if rt.quota != nil {
 			out = append(out, rt.quota.Stats)
 		}

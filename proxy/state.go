@@ -119,7 +119,7 @@ func (p *Proxy) State() State {
 		st.Breaker = &BreakerState{Name: b.Name(), State: bs.State.String(), Allowed: bs.Allowed, Rejected: bs.Rejected,
 			WindowCalls: bs.WindowCalls, WindowFails: bs.WindowFailures}
 	}
-	for _, rt := range p.routes {
+	for _, rt := range p.routes() {
 		rs := RouteState{Name: rt.Name, Host: rt.Host, Path: rt.PathPrefix, Methods: rt.Methods, Cost: rt.Cost}
 		if rt.gates != nil {
 			g := gateState(rt.gates)

@@ -126,6 +126,7 @@ func jsonSafe(s string) string {
 // tunnels is the set of open tunnels and their gate.
 type tunnels struct {
 	gates  *gateSet
+	mw     *httpgate.Middleware // refuses without a stale page or a Request-Timeout
 	idle   time.Duration
 	logger *slog.Logger
 

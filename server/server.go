@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,7 +104,7 @@ type Config struct {
 	Fast engine.FastHandler
 
 	// Gates are the handler's gates, reported by /state and /metrics and
-	// closed on shutdown.
+	// closed on shutdown (Server.SetGates replaces them while serving).
 	Gates []*admit.Gate
 
 	// Limits are adaptive limits moving the gates' capacities, reported
@@ -135,7 +136,8 @@ type Config struct {
 	// files are read at Listen (a bad pair is an ErrInvalidConfig) and
 	// again when they change, at most once a second on a handshake, so a
 	// renewed certificate is served without a restart; a changed pair that
-	// does not load keeps the previous one and is logged. Over-limit TLS
+	// does not load keeps the previous one and is logged. Server.ReloadTLS
+	// re-reads them at once (a SIGHUP). Over-limit TLS
 	// connections are refused with a TLS alert (internal_error) unless
 	// Conn.BusyReply says otherwise. Empty means clear text.
 	TLSCertFile, TLSKeyFile string
@@ -245,7 +247,10 @@ type Server struct {
 	ready    func() error
 	adminSrv *http.Server
 	registry *prometheus.Registry
-	gates    []*admit.Gate
+	gm       *promsluice.Metrics
+	certs    *certReloader // nil in clear text
+	gatesMu  sync.Mutex    // serialises SetGates
+	gates    atomic.Pointer[[]*admit.Gate]
 	limits   []*limit.Adaptive
 	extras   map[string]func() any
 	timeout  time.Duration
@@ -355,7 +360,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		main:    main,
 		custom:  cfg.Main,
 		ready:   cfg.Ready,
-		gates:   cfg.Gates,
+		certs:   certs,
 		limits:  cfg.Limits,
 		extras:  cfg.StateExtras,
 		timeout: timeout,
@@ -406,7 +411,10 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 	if gm == nil {
 		gm = promsluice.NewMetrics()
 	}
-	for _, g := range cfg.Gates {
+	s.gm = gm
+	gates := append([]*admit.Gate(nil), cfg.Gates...)
+	s.gates.Store(&gates)
+	for _, g := range gates {
 		if err := gm.Add(g); err != nil {
 			return nil, fmt.Errorf("%w: Gates: %v", ErrInvalidConfig, err)
 		}
@@ -463,6 +471,61 @@ func (s *Server) AdminAddr() net.Addr {
 // that export more.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
+// Gates returns the gates /state and /metrics report and shutdown closes:
+// Config.Gates, or the last SetGates.
+func (s *Server) Gates() []*admit.Gate { return *s.gates.Load() }
+
+// SetGates replaces the gates the server reports and closes on shutdown,
+// for a handler whose gates change while it serves (a proxy's routes after
+// a reload): gates no longer listed leave /state and /metrics (they are
+// not closed: work they admitted finishes, and a handler that still holds
+// one may still use it), new ones join them. Safe for concurrent use. A
+// gate added after shutdown has begun is not closed by it.
+func (s *Server) SetGates(gates []*admit.Gate) error {
+	for i, g := range gates {
+		if g == nil {
+			return fmt.Errorf("%w: gates[%d] is nil", ErrInvalidConfig, i)
+		}
+	}
+	s.gatesMu.Lock()
+	defer s.gatesMu.Unlock()
+	old := s.Gates()
+	for _, g := range old {
+		if !slices.Contains(gates, g) {
+			if err := s.gm.Remove(g); err != nil {
+				return err
+			}
+		}
+	}
+	// After the removals, so that a gate that takes a retired one's name
+	// does not clash with it.
+	for _, g := range gates {
+		if !slices.Contains(old, g) {
+			if err := s.gm.Add(g); err != nil {
+				return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+			}
+		}
+	}
+	gates = append([]*admit.Gate(nil), gates...)
+	s.gates.Store(&gates)
+	return nil
+}
+
+// ReloadTLS re-reads the TLS certificate and key files at once, rather
+// than at the next handshake at least a second after they changed: a
+// SIGHUP after a rotation. A pair that does not load leaves the previous
+// one in service and is returned as the error. In clear text it does
+// nothing and returns nil.
+func (s *Server) ReloadTLS() error {
+	if s.certs == nil {
+		return nil
+	}
+	return s.certs.reloadNow()
+}
+
+// TLS reports whether the main listener serves TLS.
+func (s *Server) TLS() bool { return s.tls }
+
 // Draining reports whether shutdown has begun.
 func (s *Server) Draining() bool { return s.draining.Load() }
 
@@ -492,7 +555,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		adminAddr = a.String()
 	}
 	s.log(slog.LevelInfo, "serving", slog.String("addr", s.Addr().String()), slog.String("admin_addr", adminAddr),
-		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.gates)), slog.Bool("tls", s.tls), slog.Bool("h2c", s.h2c), slog.String("engine", s.engine.String()))
+		slog.Int("max_conns", s.main.MaxConns()), slog.Int("gates", len(s.Gates())), slog.Bool("tls", s.tls), slog.Bool("h2c", s.h2c), slog.String("engine", s.engine.String()))
 
 	var serveErr error
 	select {
@@ -560,7 +623,7 @@ func (s *Server) shutdown() error {
 		done := make(chan error, 1)
 		go func() { done <- s.shutdownMain(ctx) }()
 		// Refuse queued work now rather than let it wait out the drain.
-		for _, g := range s.gates {
+		for _, g := range s.Gates() {
 			g.Close()
 		}
 		var err error
@@ -575,7 +638,7 @@ func (s *Server) shutdown() error {
 		}
 		cancel()
 	}
-	for _, g := range s.gates {
+	for _, g := range s.Gates() {
 		g.Close() // also when the wait was skipped
 	}
 	cutHijacked := 0
@@ -607,7 +670,7 @@ func (s *Server) cutShort() error {
 	e := &CutShortError{Aborted: s.aborted(), Timeout: max(s.timeout, 0), Inflight: map[string]int64{}, OpenConns: s.main.Stats().Open}
 	args := []any{slog.Duration("timeout", e.Timeout), slog.Int("open_conns", e.OpenConns)}
 	busy := e.OpenConns > 0
-	for _, g := range s.gates {
+	for _, g := range s.Gates() {
 		st := g.Stats()
 		e.Inflight[st.Gate] = st.Inflight
 		busy = busy || st.Inflight > 0

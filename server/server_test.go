@@ -206,6 +206,40 @@ func TestAdminEndpoints(t *testing.T) {
 	}
 }
 
+// TestSetGates: gates replaced while the server runs leave /state and
+// /metrics, new ones join them and are the ones shutdown closes; the
+// retired gate stays open for whatever still holds it.
+func TestSetGates(t *testing.T) {
+	f := start(t, admit.Config{Capacity: 4}, nil)
+	extra, err := admit.New(admit.Config{Name: "extra", Capacity: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.srv.SetGates([]*admit.Gate{extra, nil}); !errors.Is(err, server.ErrInvalidConfig) {
+		t.Fatalf("SetGates with a nil gate: %v", err)
+	}
+	if err := f.srv.SetGates([]*admit.Gate{extra}); err != nil {
+		t.Fatal(err)
+	}
+	var st server.State
+	if err := json.Unmarshal([]byte(f.mustGet(t, f.admin+"/state").body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Gates) != 1 || st.Gates[0].Gate != "extra" || st.Gates[0].Capacity != 3 {
+		t.Fatalf("/state gates after SetGates: %+v", st.Gates)
+	}
+	m := f.mustGet(t, f.admin+"/metrics").body
+	if !strings.Contains(m, `sluice_admission_capacity{gate="extra"} 3`) || strings.Contains(m, `gate="work"`) {
+		t.Fatalf("/metrics after SetGates:\n%s", m)
+	}
+	if err := f.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !extra.Closed() || f.gate.Closed() {
+		t.Fatalf("after shutdown: the current gate closed %v, the retired one %v; want true and false", extra.Closed(), f.gate.Closed())
+	}
+}
+
 // TestGracefulShutdown: on shutdown the admitted request completes with
 // its full answer, the queued one is refused with reason closed, new
 // connections are not accepted, and /healthz says draining meanwhile.

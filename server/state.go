@@ -52,8 +52,9 @@ type ConnState struct {
 
 // State returns a snapshot of the gates and the main listener.
 func (s *Server) State() State {
-	st := State{Draining: s.draining.Load(), Gates: make([]GateState, 0, len(s.gates))}
-	for _, g := range s.gates {
+	gates := s.Gates()
+	st := State{Draining: s.draining.Load(), Gates: make([]GateState, 0, len(gates))}
+	for _, g := range gates {
 		st.Gates = append(st.Gates, gateState(g.Stats()))
 	}
 	for _, a := range s.limits {

@@ -94,6 +94,20 @@ func (r *certReloader) reloadLocked() {
 	}
 }
 
+// reloadNow re-reads the pair whether or not the files look changed; a
+// pair that does not load keeps the previous one and is returned.
+func (r *certReloader) reloadNow() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cs, ks := stampOf(r.certFile), stampOf(r.keyFile)
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return fmt.Errorf("TLS certificate %q and key %q: %w", r.certFile, r.keyFile, err)
+	}
+	r.cert, r.certStamp, r.keyStamp, r.checked = &cert, cs, ks, r.now()
+	return nil
+}
+
 // tlsConfig is the main listener's TLS configuration: Go's defaults from
 // TLS 1.2 up, ALPN h2 (unless HTTP/2 is off) and http/1.1.
 func (r *certReloader) tlsConfig(h2 bool) *tls.Config {

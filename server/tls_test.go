@@ -268,3 +268,65 @@ func TestOverLimitTLSConnectionSeesARefusal(t *testing.T) {
 		t.Errorf("rejected %d, want 1", n)
 	}
 }
+
+// TestReloadTLS: ReloadTLS serves a rotated pair at once, even one whose
+// files kept their sizes and times (which the periodic check of the
+// files' stamps cannot see), and keeps the pair in service when the new
+// one does not load.
+func TestReloadTLS(t *testing.T) {
+	dir := t.TempDir()
+	first := newCertPair(t, 1)
+	certFile, keyFile := first.install(t, dir)
+	f := start(t, admit.Config{Capacity: 4}, func(c *server.Config) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile })
+	addr := strings.TrimPrefix(f.base, "http://")
+	served := func() *big.Int {
+		t.Helper()
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // the serial is what is compared
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	if served().Cmp(first.serial) != 0 {
+		t.Fatal("not serving the first pair")
+	}
+	var second certPair
+	for i := range 50 { // an ECDSA signature's length varies by a byte or two
+		if second = newCertPair(t, 2); len(second.certPEM) == len(first.certPEM) && len(second.keyPEM) == len(first.keyPEM) {
+			break
+		}
+		if i == 49 {
+			t.Fatal("no pair of the same size in 50 tries")
+		}
+	}
+	stamps := map[string]time.Time{}
+	for _, name := range []string{certFile, keyFile} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamps[name] = fi.ModTime()
+	}
+	second.install(t, dir)
+	for name, mod := range stamps {
+		if err := os.Chtimes(name, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.srv.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if served().Cmp(second.serial) != 0 {
+		t.Fatal("after ReloadTLS the rotated pair is not served")
+	}
+	if err := os.WriteFile(certFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.srv.ReloadTLS(); err == nil || !strings.Contains(err.Error(), certFile) {
+		t.Fatalf("ReloadTLS of a broken pair: %v, want an error naming %s", err, certFile)
+	}
+	if served().Cmp(second.serial) != 0 {
+		t.Fatal("a pair that does not load replaced the one in service")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/sluicehq/sluice/load"
 )
@@ -18,7 +17,7 @@ func runCheck(_ context.Context, e env, args []string) int {
 		fs.PrintDefaults()
 	}
 	profile := fs.String("profile", "", "profile JSON to judge against (required)")
-	caseName := fs.String("case", "", "case to use (default: the report's case, or the profile's only case)")
+	caseName := fs.String("case", "", "case to judge by (default: the case the report was run against, which the profile must have; for a report run without a profile, the profile's only case)")
 	release := fs.Bool("release", false, "also require a release-qualified report (known revision, clean tree, binary, profile and source hashes)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
@@ -32,35 +31,18 @@ func runCheck(_ context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice check: %v\n", err)
 		return exitUsage
 	}
-	name := *caseName
-	if name == "" && r.Profile != nil {
-		name = r.Profile.Case
-	}
-	ref, c, err := readProfile(*profile, name)
-	if err != nil && *caseName == "" && name != "" {
-		// The report's case is not in this profile: fall back to its only case.
-		ref, c, err = readProfile(*profile, "")
-	}
+	ref, err := readProfileRef(*profile)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice check: %v\n", err)
 		return exitUsage
 	}
-	v := load.Judge(r, c)
-	if *release {
-		// Judged from the report's own fields, not its stored flag.
-		for _, why := range load.ReleaseReasons(r) {
-			v.Reasons = append(v.Reasons, "not release-qualified: "+why)
-			if v.Status != load.StatusFail {
-				v.Status = load.StatusInvalid
-			}
-		}
-		if r.Kind == "merge" && !r.ReleaseQualified {
-			v.Reasons = append(v.Reasons, "not release-qualified: "+strings.Join(r.ReleaseReasons, "; "))
-			if v.Status != load.StatusFail {
-				v.Status = load.StatusInvalid
-			}
-		}
+	c, err := ref.Profile.CaseFor(r, *caseName)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice check: %s: %v\n", ref.Path, err)
+		return exitUsage
 	}
+	ref.Case = c.Name
+	v := load.Check(r, &c, *release)
 	fmt.Fprintf(e.stdout, "%s: %s (case %q of %s)\n", fs.Arg(0), v.Status, ref.Case, ref.Path)
 	for _, reason := range v.Reasons {
 		fmt.Fprintf(e.stdout, "  - %s\n", reason)

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sluicehq/sluice/demo"
+	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/limit"
 )
 

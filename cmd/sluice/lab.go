@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
-	"github.com/sluicehq/sluice/lab"
+	"github.com/sluicehq/sluice/internal/lab"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -88,7 +88,7 @@ func runLab(ctx context.Context, e env, args []string) int {
 	}
 	warnLabAddr(logger, *addr)
 	logger.Info("lab listening", "addr", srv.Addr().String(), "business_slots", *slots, "hold_limit", *hold)
-	return serveUntilDone(ctx, e, "lab", srv, logger)
+	return serveUntilDone(ctx, e, "lab", srv, logger, nil, nil)
 }
 
 // warnLabAddr warns when the lab listens beyond loopback: /release is an

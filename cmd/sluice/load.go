@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +45,14 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	cases, code := rf.profileCases(e, "load")
 	if code >= 0 {
 		return code
+	}
+	if rf.out != "" {
+		// Refused before anything runs, whatever the number of cases: a
+		// folder is not a report file.
+		if err := load.CheckReportPath(rf.out); err != nil {
+			fmt.Fprintf(e.stderr, "sluice load: --out: %v\n", err)
+			return exitUsage
+		}
 	}
 	command := append([]string{"sluice", "load"}, args...)
 	if len(cases) <= 1 {
@@ -117,24 +124,9 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 	}
 	rate, rampTo, stepRates, concurrency, duration, windows := &v.rate, &v.rampTo, &v.steps, &v.concurrency, &v.duration, &v.windows
 	if cs != nil { // the case supplies defaults that flags override
-		if cs.Rate > 0 && !set["rate"] && !set["concurrency"] {
-			*rate = cs.Rate
-		}
-		if cs.Concurrency > 0 && !set["rate"] && !set["concurrency"] {
-			*concurrency = cs.Concurrency
-		}
-		if cs.Workers > 0 && !set["workers"] {
-			rf.workers = cs.Workers
-		}
-		if cs.Windows > 0 && !set["windows"] {
-			*windows = cs.Windows
-		}
-		if cs.Duration != "" && !set["duration"] {
-			*duration, _ = time.ParseDuration(cs.Duration)
-		}
-		if cs.P99BudgetMS > 0 && !set["p99-budget"] {
-			rf.p99Budget = time.Duration(cs.P99BudgetMS * float64(time.Millisecond))
-		}
+		ls := load.LoadSettings{Rate: *rate, Concurrency: *concurrency, Workers: rf.workers, Windows: *windows, Duration: *duration, P99Budget: rf.p99Budget}
+		cs.ApplyTo(&ls, func(field string) bool { return set[loadFlagNames[field]] })
+		*rate, *concurrency, rf.workers, *windows, *duration, rf.p99Budget = ls.Rate, ls.Concurrency, ls.Workers, ls.Windows, ls.Duration, ls.P99Budget
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(e.stderr, "sluice load: "+format+"\n", a...)
@@ -146,18 +138,6 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 	if *windows < 1 {
 		return usageErr("--windows must be >= 1")
 	}
-	// Every size is checked against its bound before anything is built.
-	if msg := firstBound(
-		boundDur("--duration", *duration, load.MaxWindowDuration),
-		boundInt("--windows", *windows, load.MaxWindows),
-		boundDur("--duration × --windows", *duration*time.Duration(*windows), load.MaxRunDuration),
-		boundRate("--rate", *rate),
-		boundRate("--ramp-to", *rampTo),
-		boundInt("--concurrency", *concurrency, load.MaxWorkers),
-		rf.bounds(),
-	); msg != "" {
-		return usageErr("%s", msg)
-	}
 	cfg, err := rf.config()
 	if err != nil {
 		return usageErr("%v", err)
@@ -168,18 +148,18 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 		return usageErr("--concurrency must be > 0")
 	case *concurrency > 0 && (set["rate"] || *stepRates != "" || *rampTo != 0):
 		return usageErr("--concurrency (closed loop) and --rate/--steps/--ramp-to (open loop) are exclusive")
+	case *concurrency > 0 && (set["arrivals"] || set["seed"]):
+		return usageErr("--arrivals and --seed shape an open loop's timetable; a closed loop (--concurrency) has none")
 	case *concurrency > 0:
 		cfg.Concurrency = *concurrency
+		cfg.Arrivals, cfg.Seed = "", 0
 	case *stepRates != "":
 		rates, err := parseFloats(*stepRates)
 		if err != nil {
 			return usageErr("--steps: %v", err)
 		}
-		if msg := boundRates("--steps", rates); msg != "" {
-			return usageErr("%s", msg)
-		}
 		if cfg.Shape, err = load.Stepped(rates, *duration); err != nil {
-			return usageErr("--steps: %v", err)
+			return usageErr("%s", flagError(err, loadFlagNames))
 		}
 	case !(*rate > 0):
 		if !set["rate"] {
@@ -191,71 +171,54 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 			return usageErr("--ramp-to must be > 0")
 		}
 		if cfg.Shape, err = load.Ramp(*rate, *rampTo, *duration); err != nil {
-			return usageErr("%v", err)
+			return usageErr("%s", flagError(err, loadFlagNames))
 		}
 	default:
 		if cfg.Shape, err = load.Constant(*rate, *duration); err != nil {
-			return usageErr("%v", err)
+			return usageErr("%s", flagError(err, loadFlagNames))
 		}
 	}
-	if cfg.Concurrency == 0 && cfg.QueueDepth == 0 {
-		if d := load.DefaultQueueDepth(cfg.Workers, cfg.Shape.MeanRate(), cfg.P99Budget); d > load.MaxQueueDepth {
-			return usageErr("--queue-depth: the default, rate × --p99-budget = %d, is over the bound: at most %d; give --queue-depth or a smaller --p99-budget", d, load.MaxQueueDepth)
-		}
+	// Every size is checked against its bound, by the driver's own rules,
+	// before anything runs.
+	if err := load.CheckSteps([]load.Config{cfg}); err != nil {
+		return usageErr("%s", flagError(err, loadFlagNames))
 	}
 	return rf.run(ctx, e, "load", command, prof, []load.Config{cfg})
 }
 
-// firstBound returns the first non-empty message.
-func firstBound(msgs ...string) string {
-	for _, m := range msgs {
-		if m != "" {
-			return m
+// loadFlagNames are the flags of `sluice load` by the name of the setting
+// package load gives in its errors (load.FieldError) and in
+// load.LoadSettings.
+var loadFlagNames = map[string]string{
+	"Rate": "--rate", "RampTo": "--ramp-to", "Steps": "--steps", "Segments": "--steps", "Concurrency": "--concurrency",
+	"Duration": "--duration", "Shape": "--duration", "Windows": "--windows", "Windows×Duration": "--duration × --windows",
+	"Workers": "--workers", "QueueDepth": "--queue-depth", "P99Budget": "--p99-budget", "MaxLag": "--max-lag",
+	"MaxCPU": "--max-cpu", "Timeout": "--timeout", "DrainTimeout": "--drain-timeout", "Arrivals": "--arrivals",
+	"Seed": "--seed", "Pick": "--pick", "Body": "--body-file",
+}
+
+// sweepFlagNames are the same for `sluice sweep`, whose ladder and step
+// length have flags of their own.
+var sweepFlagNames = func() map[string]string {
+	m := map[string]string{}
+	for k, v := range loadFlagNames {
+		m[k] = v
+	}
+	m["Rate"], m["Concurrency"], m["Duration"], m["Shape"] = "--rates", "--concurrencies", "--step-duration", "--step-duration"
+	m["Windows×Duration"] = "--step-duration × --windows"
+	return m
+}()
+
+// flagError writes err as a usage message: a load.FieldError with its
+// setting named by its flag, anything else as it is.
+func flagError(err error, names map[string]string) string {
+	var fe *load.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := names[fe.Field]; ok {
+			return fe.For(name)
 		}
 	}
-	return ""
-}
-
-func boundInt(flag string, v, max int) string {
-	if v > max {
-		return fmt.Sprintf("%s %d is over the bound: at most %d", flag, v, max)
-	}
-	return ""
-}
-
-func boundDur(flag string, v, max time.Duration) string {
-	if v > max || v < 0 && flag == "--duration × --windows" { // a negative product overflowed
-		return fmt.Sprintf("%s %v is over the bound: at most %v", flag, v, max)
-	}
-	return ""
-}
-
-func boundRate(flag string, v float64) string {
-	if v > load.MaxRate || math.IsInf(v, 0) {
-		return fmt.Sprintf("%s %v is over the bound: at most %d requests per second", flag, v, load.MaxRate)
-	}
-	return ""
-}
-
-func boundRates(flag string, vs []float64) string {
-	if len(vs) > load.MaxSegments {
-		return fmt.Sprintf("%s has %d entries, over the bound: at most %d", flag, len(vs), load.MaxSegments)
-	}
-	for _, v := range vs {
-		if m := boundRate(flag, v); m != "" {
-			return m
-		}
-	}
-	return ""
-}
-
-// bounds checks the shared size flags against their bounds.
-func (rf *runFlags) bounds() string {
-	return firstBound(
-		boundInt("--workers", rf.workers, load.MaxWorkers),
-		boundInt("--queue-depth", rf.queueDepth, load.MaxQueueDepth),
-		boundDur("--p99-budget", rf.p99Budget, load.MaxP99Budget),
-	)
+	return err.Error()
 }
 
 // runFlags are the flags load and sweep share.
@@ -278,6 +241,8 @@ type runFlags struct {
 	insecure     bool
 	noKeepAlive  bool
 	metrics      string
+	arrivals     string
+	seed         uint64
 	profile      string
 	caseName     string
 	out          string
@@ -304,29 +269,13 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	fs.BoolVar(&rf.insecure, "insecure", false, "accept any TLS certificate (a self-signed test bench)")
 	fs.BoolVar(&rf.noKeepAlive, "no-keepalive", false, "open a new connection for every request")
 	fs.StringVar(&rf.metrics, "metrics", "", "Prometheus text endpoint of the server, scraped before and after each window")
+	fs.StringVar(&rf.arrivals, "arrivals", "uniform", "open loop: how arrivals are spread: uniform (the fixed timetable) or poisson (exponential gaps at the same rate)")
+	fs.Uint64Var(&rf.seed, "seed", 0, "with --arrivals poisson: seed of the arrival times, recorded in the report (0: a random one)")
 	fs.StringVar(&rf.profile, "profile", "", "profile JSON: judge the run against a case (PASS, FAIL, INVALID)")
 	fs.StringVar(&rf.caseName, "case", "", "profile case to use (needed when the profile has several)")
 	fs.StringVar(&rf.out, "out", "", "report file (default: load-report-<UTC time>.json in the current folder)")
 	fs.Var(&rf.live, "live", "live progress line on stderr each second: auto (when a terminal), on or off (or true, false)")
 	return rf
-}
-
-// readBounded reads a file of at most max bytes, refusing a larger one
-// before reading it.
-func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is over the bound: at most %d bytes", path, max)
-	}
-	return b, nil
 }
 
 // liveFlag is --live: "auto" (the zero value: on when stderr is a
@@ -462,20 +411,16 @@ func (rf *runFlags) profileCases(e env, cmd string) ([]*load.ProfileRef, int) {
 		}
 		return []*load.ProfileRef{ref}, -1
 	}
-	b, err := os.ReadFile(rf.profile)
+	p, err := readProfileRef(rf.profile)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: profile: %v\n", cmd, err)
+		fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
 		return nil, exitUsage
 	}
-	p, err := load.ParseProfile(b)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: %s: %v\n", cmd, rf.profile, err)
-		return nil, exitUsage
-	}
-	sum := sha256.Sum256(b)
 	var refs []*load.ProfileRef
-	for _, c := range p.Cases {
-		refs = append(refs, &load.ProfileRef{Path: rf.profile, SHA256: hex.EncodeToString(sum[:]), Case: c.Name, Profile: p})
+	for _, c := range p.Profile.Cases {
+		ref := *p
+		ref.Case = c.Name
+		refs = append(refs, &ref)
 	}
 	return refs, -1
 }
@@ -498,20 +443,25 @@ func (rf *runFlags) loadProfile(e env, cmd string) (*load.ProfileRef, *load.Case
 }
 
 func readProfile(path, caseName string) (*load.ProfileRef, *load.Case, error) {
-	b, err := os.ReadFile(path)
+	ref, err := readProfileRef(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("profile: %v", err)
+		return nil, nil, err
 	}
-	p, err := load.ParseProfile(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %v", path, err)
-	}
-	c, err := p.Case(caseName)
+	c, err := ref.Profile.Case(caseName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", path, err)
 	}
-	sum := sha256.Sum256(b)
-	return &load.ProfileRef{Path: path, SHA256: hex.EncodeToString(sum[:]), Case: c.Name, Profile: p}, &c, nil
+	ref.Case = c.Name
+	return ref, &c, nil
+}
+
+// readProfileRef reads --profile, with the path in its errors.
+func readProfileRef(path string) (*load.ProfileRef, error) {
+	ref, err := load.ReadProfile(path)
+	if err != nil && !strings.Contains(err.Error(), path) {
+		err = fmt.Errorf("profile %s: %v", path, err)
+	}
+	return ref, err
 }
 
 // config builds the request side of a step from the shared flags.
@@ -534,9 +484,6 @@ func (rf *runFlags) config() (load.Config, error) {
 	if rf.drainTimeout < 0 {
 		return cfg, fmt.Errorf("--drain-timeout must be >= 0 (0: --timeout + 5s), got %v", rf.drainTimeout)
 	}
-	if msg := rf.bounds(); msg != "" {
-		return cfg, errors.New(msg)
-	}
 	if !(rf.maxCPU > 0) || math.IsInf(rf.maxCPU, 0) {
 		return cfg, fmt.Errorf("--max-cpu must be > 0 and finite")
 	}
@@ -555,14 +502,14 @@ func (rf *runFlags) config() (load.Config, error) {
 		def.Body = []byte(rf.body)
 	}
 	if rf.bodyFile != "" {
-		b, err := readBounded(rf.bodyFile, load.MaxBodyBytes)
+		b, err := load.ReadInput(rf.bodyFile, load.MaxBodyBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--body-file: %v", err)
 		}
 		def.Body = b
 	}
 	if rf.targetsFile != "" {
-		b, err := readBounded(rf.targetsFile, load.MaxTargetsFileBytes)
+		b, err := load.ReadInput(rf.targetsFile, load.MaxTargetsFileBytes)
 		if err != nil {
 			return cfg, fmt.Errorf("--targets: %v", err)
 		}
@@ -589,6 +536,16 @@ func (rf *runFlags) config() (load.Config, error) {
 			return cfg, fmt.Errorf("--metrics: %v", err)
 		}
 	}
+	switch load.Arrivals(rf.arrivals) {
+	case load.Uniform, load.Poisson:
+		cfg.Arrivals = load.Arrivals(rf.arrivals)
+	default:
+		return cfg, fmt.Errorf("--arrivals must be uniform or poisson, not %q", rf.arrivals)
+	}
+	if rf.seed > load.MaxSeed {
+		return cfg, fmt.Errorf("--seed %d is over the bound: at most %d", rf.seed, uint64(load.MaxSeed))
+	}
+	cfg.Seed = rf.seed
 	cfg.Pick = load.Pick(rf.pick)
 	if cfg.Pick != load.RoundRobin && cfg.Pick != load.Weighted {
 		return cfg, fmt.Errorf("--pick must be round-robin or weighted")
@@ -607,8 +564,8 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	if out == "" {
 		out = load.DefaultReportName(time.Now())
 	}
-	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
-		fmt.Fprintf(e.stderr, "sluice %s: --out %s: folder does not exist\n", kind, out)
+	if err := load.CheckReportPath(out); err != nil {
+		fmt.Fprintf(e.stderr, "sluice %s: --out: %v\n", kind, err)
 		return exitUsage
 	}
 	if err := preflight(ctx, steps[0].Targets, rf.metrics, min(rf.timeout, 5*time.Second)); err != nil {
@@ -633,6 +590,10 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 		fmt.Fprintf(e.stderr, "sluice %s: writing the report: %v\n", kind, err)
 		return exitInternal
 	}
+	if st, err := os.Stat(out); err == nil && st.Size() > load.MaxReportBytes {
+		fmt.Fprintf(e.stderr, "sluice %s: warning: the report is %d MiB, over the %d MiB that check, report, merge and plan read; fewer windows or steps keep it readable\n",
+			kind, st.Size()>>20, load.MaxReportBytes>>20)
+	}
 	if kind == "sweep" {
 		render.CliffTable(e.stdout, r)
 	} else {
@@ -644,11 +605,8 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 	}
 	if r.Aborted != "" {
 		fmt.Fprintf(e.stderr, "sluice %s: aborted: %s\n", kind, r.Aborted)
-		if r.Verdict.Status == load.StatusNone {
-			return exitFail // no profile to judge by, but the server left requests hanging
-		}
 	}
-	return verdictExit(r.Verdict)
+	return verdictExit(r.Verdict) // an aborted run FAILs, profile or not
 }
 
 func verdictExit(v load.Verdict) int {

@@ -99,6 +99,10 @@ func TestLoadBadInputExitsTwoWithoutReport(t *testing.T) {
 		{"bad pick", []string{"load", "--url", srv.URL, "--rate", "10", "--pick", "random"}, "--pick"},
 		{"bad duration", []string{"load", "--url", srv.URL, "--rate", "10", "--duration", "0s"}, "--duration"},
 		{"stray argument", []string{"load", "--url", srv.URL, "--rate", "10", "extra"}, "unexpected argument"},
+		{"bad arrivals", []string{"load", "--url", srv.URL, "--rate", "10", "--arrivals", "bursty"}, "--arrivals must be uniform or poisson"},
+		{"seed too large", []string{"load", "--url", srv.URL, "--rate", "10", "--arrivals", "poisson", "--seed", "9007199254740992"}, "--seed"},
+		{"arrivals of a closed loop", []string{"load", "--url", srv.URL, "--concurrency", "2", "--arrivals", "poisson"}, "closed loop"},
+		{"sweep arrivals of a ladder of concurrencies", []string{"sweep", "--url", srv.URL, "--arrivals", "poisson"}, "open loop"},
 		{"sweep bad ladder", []string{"sweep", "--url", srv.URL, "--concurrencies", "4,0"}, "--concurrencies"},
 		{"sweep no url", []string{"sweep"}, "no target"},
 	}

@@ -22,6 +22,7 @@ var planCommands = []struct{ name, summary string }{
 	{"little", "Little's law: solve L = λW (or Lq = λq·Wq) for the missing figure, or check three"},
 	{"drain", "backlog drain: net drain rate and ideal drain time, from flags or a load report"},
 	{"queue", "queue sizing: starting capacity from target wait × safe rate, and its memory"},
+	{"wait", "waiting time (M/M/c): P(wait), mean and p99 wait for c slots, and the slots a p99 target needs"},
 	{"retry", "retry amplification: attempts per layer ^ layers, and what a retry budget leaves"},
 	{"fleet", "fleet totals: per-instance pool × instances against the shared resource"},
 }
@@ -31,7 +32,8 @@ func planUsage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Capacity arithmetic for overload. Every calculation prints a table, or JSON with --json.")
 	fmt.Fprintln(w, "Exit status: 0 computed; 1 computed, and the plan does not hold (the figures do not add")
-	fmt.Fprintln(w, "up, the backlog never drains, the fleet exceeds the shared limit); 2 bad input.")
+	fmt.Fprintln(w, "up, the backlog never drains, the queue grows without bound or misses its wait target, the")
+	fmt.Fprintln(w, "fleet exceeds the shared limit); 2 bad input.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "calculations:")
 	for _, c := range planCommands {
@@ -58,6 +60,8 @@ func runPlan(_ context.Context, e env, args []string) int {
 		run = planDrain
 	case "queue":
 		run = planQueue
+	case "wait":
+		run = planWait
 	case "retry":
 		run = planRetry
 	case "fleet":
@@ -169,7 +173,8 @@ func planLittle(e env, args []string) int {
 			"check that they add up. Queue figures and whole-system figures are never mixed.")
 	var in plan.Little
 	fs.Float64Var(&in.Rate, "rate", 0, "λ: average arrivals per second into the scope")
-	fs.Float64Var(&in.InSystem, "in-system", 0, "L: average items in the system, queued plus working")
+	fs.Float64Var(&in.InSystem, "in-system", 0, "L: average items in the system, queued plus working (a sluice gate: the mean of sluice_admission_inflight, with --waiting)")
+	fs.Float64Var(&in.Waiting, "waiting", 0, "added to --in-system: the mean of the gate's sluice_admission_waiting, when --in-system is its inflight gauge (which leaves the queue out)")
 	fs.Float64Var(&in.Queued, "queued", 0, "Lq: average items waiting, not yet started")
 	fs.Var(secondsValue{&in.TotalTime}, "total-time", "W: average time from arrival to completion (200ms or 0.2)")
 	fs.Var(secondsValue{&in.QueueTime}, "queue-time", "Wq: average time from arrival to start of work (50ms or 0.05)")
@@ -223,9 +228,20 @@ func planLittle(e env, args []string) int {
 			{tm, num(r.Time) + " s" + mark("time")},
 			{count, num(r.Count) + mark("count")},
 		}
+		if in.Waiting > 0 {
+			rows[3][1] += " (in-system " + num(in.InSystem) + " + waiting " + num(in.Waiting) + ")"
+		}
 		if r.Solved == "check" {
 			verdict := "adds up"
-			if !r.AddsUp {
+			switch {
+			case r.AddsUp:
+			case r.Ratio < 1 && *reportPath != "" && in.Waiting == 0:
+				verdict = "does NOT add up: the server counts fewer than the driver had in its hands. If --in-system is the gate's inflight gauge, " +
+					"add its waiting gauge (--waiting): inflight counts slots held and leaves the queue out. The driver's time also covers the network " +
+					"and the work before the gate"
+			case r.Ratio < 1:
+				verdict = "does NOT add up: fewer items than the traffic needs: a count or a rate is wrong, or the figures come from different scopes"
+			default:
 				verdict = "does NOT add up: a counter is missing, the scopes differ, or work holds slots without completing (a leak)"
 			}
 			rows = append(rows, [2]string{"count / (λ × time)", num(r.Ratio) + " — " + verdict})
@@ -238,35 +254,18 @@ func planLittle(e env, args []string) int {
 	return exitOK
 }
 
-// reportWindows picks the windows of a report: step and window are
-// 1-based; 0 means the last step and all of its windows.
-func reportWindows(r *load.Report, step, window int) (int, []load.Window, error) {
-	if len(r.Steps) == 0 {
-		return 0, nil, errors.New("the report has no steps")
+// planReportFlags names the selection flags of plan's --report in the
+// errors of load.Report.Totals.
+var planReportFlags = map[string]string{"Step": "--step", "Window": "--window"}
+
+// reportTotals reads a saved report's chosen windows (load.Report.Totals)
+// with the selection flags named in its errors.
+func reportTotals(r *load.Report, step, window int) (load.Totals, error) {
+	t, err := r.Totals(step, window)
+	if err != nil {
+		return t, errors.New(flagError(err, planReportFlags))
 	}
-	if step < 0 || step > len(r.Steps) {
-		return 0, nil, fmt.Errorf("--step %d: the report has steps 1 to %d", step, len(r.Steps))
-	}
-	if step == 0 {
-		step = len(r.Steps)
-	}
-	s := r.Steps[step-1]
-	if window < 0 || window > len(s.Windows) {
-		return 0, nil, fmt.Errorf("--window %d: step %d has windows 1 to %d", window, step, len(s.Windows))
-	}
-	windows := s.Windows
-	if window > 0 {
-		windows = windows[window-1 : window]
-	}
-	if len(windows) == 0 {
-		return 0, nil, fmt.Errorf("step %d has no windows", step)
-	}
-	for _, w := range windows {
-		if !(w.DurationS > 0) || math.IsInf(w.DurationS, 0) {
-			return 0, nil, fmt.Errorf("step %d window %d: duration %v s is not a positive number", step, w.Index, w.DurationS)
-		}
-	}
-	return step, windows, nil
+	return t, nil
 }
 
 // littleFromReport reads Little's law figures as the driver saw them: the
@@ -274,51 +273,29 @@ func reportWindows(r *load.Report, step, window int) (int, []load.Window, error)
 // (sent to done), over the chosen windows. Their product is the mean number
 // of requests the server had in hand.
 func littleFromReport(r *load.Report, step, window int) (rate, totalTime float64, err error) {
-	step, windows, err := reportWindows(r, step, window)
+	t, err := reportTotals(r, step, window)
 	if err != nil {
 		return 0, 0, err
 	}
-	var secs, n, weighted float64
-	for _, w := range windows {
-		secs += w.DurationS
-		d := w.Latency.RequestTime
-		if d.Count < 0 || math.IsNaN(d.Mean) || math.IsInf(d.Mean, 0) || d.Mean < 0 {
-			return 0, 0, fmt.Errorf("step %d window %d: bad request time summary", step, w.Index)
-		}
-		n += float64(d.Count)
-		weighted += float64(d.Count) * d.Mean
+	if t.Answered == 0 {
+		return 0, 0, fmt.Errorf("step %d: no request got an answer, so there is no request time", t.Step)
 	}
-	if n == 0 {
-		return 0, 0, fmt.Errorf("step %d: no request got an answer, so there is no request time", step)
-	}
-	return n / secs, weighted / n / 1000, nil
+	return float64(t.Answered) / t.Seconds, t.MeanRequestTime, nil
 }
 
 // drainFromReport turns a saved load report into drain rates: per second
 // over the chosen windows, offered is every scheduled arrival, refused the
 // answers that turned work away (HTTP refusals plus the driver's own drops,
-// which never reached the server), completed the ok answers. step and
-// window are 1-based; 0 means the last step and all of its windows.
+// which never reached the server), completed the ok answers.
 func drainFromReport(r *load.Report, step, window int) (plan.Drain, error) {
-	_, windows, err := reportWindows(r, step, window)
+	t, err := reportTotals(r, step, window)
 	if err != nil {
 		return plan.Drain{}, err
 	}
-	var secs float64
-	var scheduled, refused, ok int64
-	for _, w := range windows {
-		secs += w.DurationS
-		scheduled += w.Counts.Scheduled
-		refused += w.Counts.Refused + w.Counts.Dropped
-		ok += w.Counts.OK
-	}
-	if scheduled < 0 || refused < 0 || ok < 0 {
-		return plan.Drain{}, errors.New("the report has negative counts")
-	}
 	return plan.Drain{
-		Offered:   float64(scheduled) / secs,
-		Refused:   float64(refused) / secs,
-		Completed: float64(ok) / secs,
+		Offered:   float64(t.Scheduled) / t.Seconds,
+		Refused:   float64(t.Refused+t.Dropped) / t.Seconds,
+		Completed: float64(t.OK) / t.Seconds,
 	}, nil
 }
 
@@ -431,6 +408,66 @@ func planQueue(e env, args []string) int {
 		rows = append(rows, [2]string{"memory when full", humanBytes(r.Bytes)})
 	}
 	table(e.stdout, rows)
+	return exitOK
+}
+
+func planWait(e env, args []string) int {
+	fs, asJSON := planFlags(e, "wait",
+		"Waiting time in front of c slots, by M/M/c theory (Erlang C): arrivals at random (Poisson), service\n"+
+			"times of one mean with an exponential spread, one FIFO queue. Gives the probability of waiting, the\n"+
+			"mean and p99 wait and time in system, and with --target-p99-wait the fewest slots that meet it.\n"+
+			"Service times with less spread wait less than this; bursts and slow items wait more.")
+	var in plan.Wait
+	fs.Int64Var(&in.Slots, "slots", 0, "c: slots serving the queue (required unless --target-p99-wait is given)")
+	fs.Var(secondsValue{&in.ServiceTime}, "service-time", "mean time an item holds its slot (10ms or 0.01; required)")
+	fs.Float64Var(&in.Rate, "rate", 0, "λ: arrivals per second (required)")
+	fs.Var(secondsValue{&in.TargetP99Wait}, "target-p99-wait", "the longest acceptable p99 wait: also say how many slots meet it (50ms or 0.05)")
+	if code, ok := planParse(fs, e, args); !ok {
+		return code
+	}
+	r, err := in.Solve()
+	if err != nil {
+		return planFail(e, fs, err)
+	}
+	holds := r.Stable && (in.TargetP99Wait == 0 || r.MeetsTarget)
+	if *asJSON {
+		writeJSON(e.stdout, r)
+	} else {
+		ms := func(s float64) string { return num(s*1000) + " ms" }
+		slots := strconv.FormatInt(r.Slots, 10)
+		if in.Slots == 0 {
+			slots += " (the fewest that meet the target)"
+		}
+		rows := [][2]string{
+			{"slots (c)", slots},
+			{"service time (mean)", ms(in.ServiceTime) + " (" + num(1/in.ServiceTime) + " /s a slot)"},
+			{"arrivals (λ)", num(in.Rate) + " /s"},
+			{"offered load (λ × service)", num(r.Load) + " slots busy on average"},
+			{"utilization", num(100*r.Utilization) + " %"},
+		}
+		if !r.Stable {
+			rows = append(rows, [2]string{"steady state", "NONE: the work arriving needs " + num(r.Load) + " slots and " + strconv.FormatInt(r.Slots, 10) +
+				" serve it, so the queue grows without bound; add slots, shorten the service or refuse the excess"})
+		} else {
+			rows = append(rows,
+				[2]string{"P(wait) (Erlang C)", num(r.PWait)},
+				[2]string{"mean wait", ms(r.MeanWait)},
+				[2]string{"p99 wait", ms(r.P99Wait)},
+				[2]string{"mean time in system", ms(r.MeanInSystem) + " (wait + service: a load driver's response time)"},
+				[2]string{"p99 time in system", ms(r.P99InSystem)})
+		}
+		if in.TargetP99Wait > 0 {
+			verdict := "meets it"
+			if !r.MeetsTarget {
+				verdict = "does NOT meet it"
+			}
+			rows = append(rows, [2]string{"slots for p99 wait ≤ " + ms(in.TargetP99Wait), strconv.FormatInt(r.NeededSlots, 10) + "; " + strconv.FormatInt(r.Slots, 10) + " " + verdict})
+		}
+		table(e.stdout, rows)
+	}
+	if !holds {
+		return exitFail
+	}
 	return exitOK
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -65,6 +66,11 @@ func TestPlanCalculations(t *testing.T) {
 		{[]string{"queue", "--target-wait", "200ms", "--safe-rate", "500", "--item-bytes", "64KiB"}, exitOK, []string{"100 items", "6.25 MiB"}},
 		{[]string{"retry", "--attempts", "4", "--layers", "3"}, exitOK, []string{"4 → 16 → 64", "64 attempts per original"}},
 		{[]string{"retry", "--attempts", "4", "--layers", "3", "--budget", "0.1", "--rate", "100"}, exitOK, []string{"1.331 attempts", "6400 /s", "133.1 /s"}},
+		{[]string{"wait", "--slots", "4", "--service-time", "10ms", "--rate", "300"}, exitOK, []string{"P(wait) (Erlang C)          0.509434", "mean time in system         15.0943 ms"}},
+		{[]string{"wait", "--slots", "1", "--service-time", "0.01", "--rate", "90"}, exitOK, []string{"mean time in system         100 ms", "p99 time in system          460.517 ms"}},
+		{[]string{"wait", "--slots", "4", "--service-time", "10ms", "--rate", "380", "--target-p99-wait", "50ms"}, exitFail, []string{"p99 wait                    224.511 ms", "5; 4 does NOT meet it"}},
+		{[]string{"wait", "--service-time", "10ms", "--rate", "380", "--target-p99-wait", "50ms"}, exitOK, []string{"5 (the fewest that meet the target)", "p99 wait                    32.253 ms"}},
+		{[]string{"wait", "--slots", "4", "--service-time", "10ms", "--rate", "400"}, exitFail, []string{"grows without bound"}},
 		{[]string{"fleet", "--per-instance", "50", "--instances", "10"}, exitOK, []string{"50 × 10 = 500"}},
 		{[]string{"fleet", "--per-instance", "50", "--instances", "10", "--shared", "300"}, exitFail, []string{"OVER by 200", "6 at 50 each", "30 at 10 instances"}},
 	}
@@ -114,6 +120,12 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 		{[]string{"retry", "--attempts", "0"}, "at least 1"},
 		{[]string{"retry", "--attempts", "4", "--layers", "100"}, "from 1 to 64"},
 		{[]string{"fleet", "--per-instance", "50"}, "instances"},
+		{[]string{"wait", "--service-time", "10ms", "--rate", "100"}, "slots 0: required"},
+		{[]string{"wait", "--slots", "4", "--rate", "100"}, "service-time 0: required"},
+		{[]string{"wait", "--slots", "4", "--service-time", "10ms"}, "rate 0: required"},
+		{[]string{"wait", "--slots", "-1", "--service-time", "10ms", "--rate", "1"}, "must be 1 to"},
+		{[]string{"wait", "--slots", "4", "--service-time", "-1s", "--rate", "1"}, "must not be negative"},
+		{[]string{"wait", "--slots", "4", "--service-time", "10ms", "--rate", "Inf"}, "finite"},
 	}
 	for _, c := range cases {
 		code, stdout, stderr := runCmd(context.Background(), nil, append([]string{"plan"}, c.args...)...)
@@ -211,6 +223,15 @@ func TestPlanLittleFromLoadReport(t *testing.T) {
 	// A server-side count far from what the driver saw does not add up.
 	if code, stdout, _ := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--in-system", "50"); code != exitFail || !strings.Contains(stdout, "does NOT add up") {
 		t.Errorf("check: exit %d\n%s", code, stdout)
+	}
+	// A gate's inflight gauge alone leaves its queue out: the message says
+	// to add the waiting gauge, and with it the figures add up.
+	inflight, waiting := strconv.FormatFloat(got.Count*0.6, 'f', 3, 64), strconv.FormatFloat(got.Count*0.4, 'f', 3, 64)
+	if code, stdout, _ := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--in-system", inflight); code != exitFail || !strings.Contains(stdout, "add its waiting gauge (--waiting)") {
+		t.Errorf("inflight alone: exit %d\n%s", code, stdout)
+	}
+	if code, stdout, _ := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--in-system", inflight, "--waiting", waiting); code != exitOK || !strings.Contains(stdout, "adds up") || !strings.Contains(stdout, "+ waiting") {
+		t.Errorf("inflight + waiting: exit %d\n%s", code, stdout)
 	}
 	// The report's total time with a queue count is the mixing refused.
 	if code, _, stderr := runCmd(context.Background(), nil, "plan", "little", "--report", path, "--queued", "3"); code != exitUsage || !strings.Contains(stderr, "overstates the queue") {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -47,11 +49,27 @@ func (l *upstreamList) Set(v string) error {
 
 func parseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil {
 		return nil, fmt.Errorf("upstream %q: want http://host:port (or https://)", s)
+	}
+	if err := proxy.CheckUpstream(u); err != nil {
+		return nil, fmt.Errorf("upstream %q: %v", s, err)
 	}
 	return u, nil
 }
+
+// Accepted ranges of the proxy's duration flags: below them a unit typo
+// ("1ns" for "1s"), above them a wait no client keeps up with.
+const (
+	minUpstreamTimeout = 10 * time.Millisecond
+	maxUpstreamTimeout = time.Hour
+	minEjectFor        = 100 * time.Millisecond
+	maxEjectFor        = time.Hour
+	minStaleIfError    = time.Second
+	maxStaleIfError    = 7 * 24 * time.Hour
+	minProxyWait       = time.Millisecond // --max-wait, --slo
+	maxProxyWait       = 10 * time.Minute
+)
 
 // proxyOptions are `sluice proxy`'s own flags.
 type proxyOptions struct {
@@ -70,6 +88,8 @@ type proxyOptions struct {
 	ejectAfter    int
 	ejectFor      time.Duration
 	staleIfError  time.Duration
+	trusted       string
+	preserveHost  bool
 	queueFlags    // --queue-discipline, --priority-header, --class-share: as serve's
 	requestPath   // --timeout, --upstream-idle-timeout, --max-tunnels, --tunnel-idle-timeout
 }
@@ -117,7 +137,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.limitMin, "limit-min", 0, "floor of an adaptive limit (0: 1)")
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "ceiling of an adaptive limit (0: --max-inflight)")
 	fs.DurationVar(&o.slo, "slo", 0, "latency ceiling an adaptive limit is anchored to (0: none)")
-	fs.StringVar(&o.config, "config", "", "JSON `file` of per-route rules (see docs/proxy.md)")
+	fs.StringVar(&o.config, "config", "", "JSON `file` of per-route rules and, optionally, the upstreams (see docs/proxy.md); re-read on SIGHUP")
 	fs.IntVar(&o.retries, "retries", 3, "most attempts per idempotent request, within a 10% retry budget (1: no retries)")
 	fs.BoolVar(&o.breaker, "breaker", true, "a circuit breaker in front of the upstream (503 breaker_open while open)")
 	fs.DurationVar(&o.headerTimeout, "upstream-timeout", proxy.DefaultHeaderTimeout, "longest wait for the upstream's response headers, per attempt")
@@ -126,13 +146,31 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	o.queueFlags.register(fs, "upstream")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
 	o.requestPath.register(fs)
+	fs.StringVar(&o.trusted, "trusted-proxies", "", "comma-separated `CIDRs` of proxies in front of this one: from them the X-Forwarded-For and Forwarded chains are kept\n"+
+		"(this hop appended) and believed by quotas keyed on ip; from any other peer they are replaced by the peer's address\n"+
+		"(--quota-trusted-proxies is the same flag under its older name)")
+	fs.BoolVar(&o.preserveHost, "preserve-host", false, "send the client's Host header to the upstream (default: rewrite it to the upstream's host)")
+}
+
+// trustedProxies returns the CIDRs of --trusted-proxies or of its older
+// name, --quota-trusted-proxies (the same value under both is fine).
+func (o *proxyOptions) trustedProxies(older string) (string, []netip.Prefix, error) {
+	flagName, v := "--trusted-proxies", o.trusted
+	switch {
+	case v == "":
+		flagName, v = "--quota-trusted-proxies", older
+	case older != "" && older != v:
+		return "", nil, fmt.Errorf("--trusted-proxies %q and --quota-trusted-proxies %q disagree: they are one setting, give it once", v, older)
+	}
+	ps, err := parsePrefixes(flagName, v)
+	return v, ps, err
 }
 
 // proxyConfig validates the flags and builds the proxy's Config. Errors
 // are usage errors.
 func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	var errs []error
-	if len(o.upstreams) == 0 {
+	if len(o.upstreams) == 0 && o.config == "" {
 		errs = append(errs, errors.New("--upstream is required, e.g. --upstream http://127.0.0.1:9000"))
 	}
 	if o.maxInflight < 1 {
@@ -147,13 +185,31 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 	if o.retries < 1 {
 		errs = append(errs, fmt.Errorf("--retries %d: want 1 (no retries) or more", o.retries))
 	}
-	for name, d := range map[string]time.Duration{"upstream-timeout": o.headerTimeout, "eject-for": o.ejectFor} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("--%s %v: must be greater than zero", name, d))
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		lo, hi   time.Duration
+		zeroOK   bool // 0 means off or the default
+		zeroMean string
+	}{
+		{"upstream-timeout", o.headerTimeout, minUpstreamTimeout, maxUpstreamTimeout, false, ""},
+		{"eject-for", o.ejectFor, minEjectFor, maxEjectFor, false, ""},
+		{"stale-if-error", o.staleIfError, minStaleIfError, maxStaleIfError, true, "off"},
+		{"max-wait", o.maxWait, minProxyWait, maxProxyWait, true, "the default"},
+		{"slo", o.slo, minProxyWait, maxProxyWait, true, "none"},
+	} {
+		if d.zeroOK && d.v == 0 {
+			continue
+		}
+		if err := checkDuration(d.name, d.v, d.lo, d.hi); err != nil {
+			if d.zeroOK {
+				err = fmt.Errorf("%v, or 0 (%s)", err, d.zeroMean)
+			}
+			errs = append(errs, err)
 		}
 	}
-	if o.ejectAfter < 0 || o.staleIfError < 0 || o.slo < 0 || o.limitMin < 0 || o.limitMax < 0 {
-		errs = append(errs, errors.New("--eject-after, --stale-if-error, --slo, --limit-min and --limit-max: want 0 or more"))
+	if o.ejectAfter < 0 || o.limitMin < 0 || o.limitMax < 0 {
+		errs = append(errs, errors.New("--eject-after, --limit-min and --limit-max: want 0 or more"))
 	}
 	if o.law != "fixed" {
 		if _, err := limit.ParseLaw(o.law); err != nil {
@@ -187,6 +243,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		EjectAfter:   o.ejectAfter,
 		EjectFor:     o.ejectFor,
 		StaleIfError: o.staleIfError,
+		PreserveHost: o.preserveHost,
 		Logger:       logger,
 		// The request path's own bounds (requestPath).
 		CallTimeout:         o.callTimeout,
@@ -201,16 +258,38 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		cfg.Limit = proxy.Limit{}
 	}
 	if o.config != "" {
-		f, err := os.Open(o.config)
+		file, err := o.readConfig()
 		if err != nil {
-			return proxy.Config{}, fmt.Errorf("--config: %v", err)
+			return proxy.Config{}, err
 		}
-		defer f.Close()
-		if cfg.Routes, err = proxy.ParseRules(f); err != nil {
-			return proxy.Config{}, fmt.Errorf("--config %s: %v", o.config, err)
+		cfg.Routes = file.Routes
+		if len(file.Upstreams) > 0 {
+			cfg.Upstreams = file.Upstreams
 		}
 	}
+	if len(cfg.Upstreams) == 0 {
+		return proxy.Config{}, fmt.Errorf("--upstream is required (or \"upstreams\" in --config %s), e.g. --upstream http://127.0.0.1:9000", o.config)
+	}
 	return cfg, nil
+}
+
+// readConfig reads and checks the --config file, at start and on every
+// reload. The upstream instances come from --upstream or from the file's
+// "upstreams", never both: one list, in one place.
+func (o *proxyOptions) readConfig() (proxy.File, error) {
+	f, err := os.Open(o.config)
+	if err != nil {
+		return proxy.File{}, fmt.Errorf("--config: %v", err)
+	}
+	defer f.Close()
+	file, err := proxy.ParseFile(f)
+	if err != nil {
+		return proxy.File{}, fmt.Errorf("--config %s: %v", o.config, err)
+	}
+	if len(file.Upstreams) > 0 && len(o.upstreams) > 0 {
+		return proxy.File{}, fmt.Errorf("--config %s names \"upstreams\" and --upstream is given too: list the upstream instances in one place", o.config)
+	}
+	return file, nil
 }
 
 // runProxy runs `sluice proxy`: the gated reverse proxy on the server
@@ -225,7 +304,9 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		"Retry-After and a JSON reason naming the gate. Health, metrics and state are on the admin listener.\n"+
 		"A client's own faults (a malformed or stalled body, leaving) are answered 400/408/499 and never\n"+
 		"counted against the upstream; upgrades (WebSocket) are tunnelled only where a route allows them,\n"+
-		"on their own \"tunnels\" gate, and h2c upgrades never.")
+		"on their own \"tunnels\" gate, and h2c upgrades never.\n"+
+		"SIGHUP re-reads --config and the TLS files and applies what changed without dropping a connection;\n"+
+		"a file that does not check is refused with a log line and the running configuration stays.")
 	var so serveOptions
 	so.register(fs)
 	var po proxyOptions
@@ -234,6 +315,8 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
+	hup, stopHangups := hangups() // from here on a SIGHUP waits for the reload, it no longer kills
+	defer stopHangups()
 	fail := func(code int, err error) int {
 		fmt.Fprintf(e.stderr, "sluice proxy: %v\n", err)
 		return code
@@ -260,13 +343,19 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err := checkQuotaNames(quotas.quotas, cfg.Routes); err != nil {
 		return fail(exitUsage, err)
 	}
+	if err := quotas.checkCompanions(fs, hasRouteQuota(cfg.Routes), "quota-trusted-proxies"); err != nil {
+		return fail(exitUsage, err)
+	}
+	// One list of trusted proxies for the forwarding headers, the route
+	// quotas and --quota keyed on ip.
+	if quotas.trusted, cfg.TrustedProxies, err = po.trustedProxies(quotas.trusted); err != nil {
+		return fail(exitUsage, err)
+	}
 	defer quotas.close()
-	// Route quotas share --quota-redis, --quota-trusted-proxies and the
-	// other companions with --quota.
-	if hasRouteQuota(cfg.Routes) {
-		if cfg.TrustedProxies, err = parsePrefixes(quotas.trusted); err != nil {
-			return fail(exitUsage, err)
-		}
+	// Route quotas share --quota-redis and the other companions with
+	// --quota (so a reload may add fleet route quotas where there is a
+	// --quota-redis).
+	if hasRouteQuota(cfg.Routes) || len(quotas.quotas) > 0 {
 		if cfg.FleetQuotas, err = quotas.fleet(logger); err != nil {
 			return fail(exitUsage, err)
 		}
@@ -279,8 +368,8 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	}
 	defer p.Close()
 	so.warn(logger, po.maxInflight)
-	quotas.routeQuotas = p.QuotaStats()    // metered with --quota's
-	handler, err := quotas.wrap(logger, p) // --quota: 429 before any route
+	quotas.routeQuotas = func() []quota.Stats { return readStats(p.QuotaStats()) } // metered with --quota's, as reloads leave them
+	handler, err := quotas.wrap(logger, p)                                         // --quota: 429 before any route
 	if err != nil {
 		return fail(exitUsage, err)
 	}
@@ -315,10 +404,12 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		}
 		return fail(exitFail, err)
 	}
+	ups := upstreamList(cfg.Upstreams)
 	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(),
-		"upstreams", po.upstreams.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes),
+		"upstreams", ups.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes),
 		"queue_discipline", po.discipline, "priority_header", po.priorityHeader, "fleet_route_quotas", cfg.FleetQuotas != nil)
-	return serveUntilDone(ctx, e, "proxy", srv, logger)
+	r := &proxyReloader{opts: &po, quotas: quotas, p: p, srv: srv, metrics: gm, logger: logger}
+	return serveUntilDone(ctx, e, "proxy", srv, logger, hup, r.reload)
 }
 
 // meterProxy meters on m what the proxy built beside its gates: the
@@ -375,4 +466,13 @@ func checkQuotaNames(quotas quotaList, routes []proxy.Route) error {
 		}
 	}
 	return nil
+}
+
+// readStats reads each quota's Stats.
+func readStats(sources []func() quota.Stats) []quota.Stats {
+	out := make([]quota.Stats, len(sources))
+	for i, read := range sources {
+		out[i] = read()
+	}
+	return out
 }

@@ -63,15 +63,55 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 		{"bad fleet mode for routes", append(up, "--config", fleetRules, "--quota-redis", "redis://127.0.0.1:1/0", "--quota-mode", "fast"), nil, "--quota-mode"},
 		{"quota named like a route quota", append(up, "--config", fleetRules, "--quota", "name=search-quota,rate=1/s"), nil, "--quota name=search-quota"},
 		{"quota named like the breaker", append(up, "--quota", "name=upstream-breaker,rate=1/s"), nil, "--quota name=upstream-breaker"},
+		{"upstream port out of range", []string{"--upstream", "http://h:99999"}, nil, `upstream "http://h:99999": port "99999" is not a number from 1 to 65535`},
+		{"upstream empty port", []string{"--upstream", "http://h:"}, nil, `upstream "http://h:": empty port`},
+		{"upstream port in the twin", nil, map[string]string{"SLUICE_UPSTREAM": "http://127.0.0.1:9,http://h:70000"}, `SLUICE_UPSTREAM`},
+		{"1ns upstream timeout", append(up, "--upstream-timeout", "1ns"), nil, "--upstream-timeout 1ns: want 10ms to 1h0m0s"},
+		{"endless upstream timeout", append(up, "--upstream-timeout", "2562047h"), nil, "--upstream-timeout 2562047h0m0s: want 10ms to 1h0m0s"},
+		{"1ns eject-for", append(up, "--eject-for", "1ns"), nil, "--eject-for 1ns: want 100ms to 1h0m0s"},
+		{"1ns stale-if-error", append(up, "--stale-if-error", "1ns"), nil, "--stale-if-error 1ns: want 1s to 168h0m0s, or 0 (off)"},
+		{"negative stale-if-error", append(up, "--stale-if-error", "-1s"), nil, "--stale-if-error -1s"},
+		{"1ns max-wait", append(up, "--queue", "4", "--max-wait", "1ns"), nil, "--max-wait 1ns: want 1ms to 10m0s, or 0 (the default)"},
+		{"1ns slo", append(up, "--limit", "aimd", "--slo", "1ns"), nil, "--slo 1ns: want 1ms to 10m0s, or 0 (none)"},
+		{"quota mode without quota", append(up, "--quota-mode", "lease"), nil, "--quota-mode without any --quota"},
+		{"quota companions without quota", append(up, "--quota-timeout", "1s", "--quota-fail", "closed"), nil, "--quota-fail, --quota-timeout without any --quota"},
+		{"quota twin without quota", up, map[string]string{"SLUICE_QUOTA_INSTANCES": "3"}, "--quota-instances without any --quota"},
+		{"trusted proxies disagree", append(up, "--trusted-proxies", "10.0.0.0/8", "--quota-trusted-proxies", "10.1.0.0/16"), nil, "disagree"},
+		{"bad trusted proxies", append(up, "--trusted-proxies", "10.0.0.0/99"), nil, `--trusted-proxies: "10.0.0.0/99" is not a CIDR`},
+		{"duplicate routes key", append(up, "--config", writeRules(t, `{"routes":[{"name":"a"}],"routes":[{"name":"b"}]}`)), nil, `key "routes" given twice`},
+		{"lower-case method", append(up, "--config", writeRules(t, `{"routes":[{"name":"reads","methods":["get"]}]}`)), nil, `route 0 ("reads"): method "get"`},
+		{"duplicate path", append(up, "--config", writeRules(t, `{"routes":[{"name":"a","path":"/x"},{"name":"b","path":"/x"}]}`)), nil, `route 1 ("b"): never matches: route 0 ("a")`},
+		{"upstreams in the file and the flag", append(up, "--config", writeRules(t, `{"upstreams":["http://127.0.0.1:9"],"routes":[]}`)), nil, "list the upstream instances in one place"},
+		{"no upstream anywhere", []string{"--config", writeRules(t, `{"routes":[]}`)}, nil, "--upstream is required"},
+		{"bad upstream in the file", []string{"--config", writeRules(t, `{"upstreams":["http://h:99999"],"routes":[]}`)}, nil, `upstreams[0] "http://h:99999": port "99999"`},
+		{"NUL in a path", append(up, "--config", writeRules(t, `{"routes":[{"name":"a","path":"/x\u0000"}]}`)), nil, `route 0 ("a"): path "/x\x00": control character`},
 	}
+	// A context already ended: a case that is wrongly accepted fails to
+	// listen and returns at once instead of serving until the test times
+	// out.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out := runSubcommand(context.Background(), runProxy, tt.envs, tt.args...)
+			code, out := runSubcommand(ended, runProxy, tt.envs, tt.args...)
 			if code != exitUsage || !strings.Contains(out, tt.want) {
 				t.Errorf("exit %d, output %q; want %d and %q", code, out, exitUsage, tt.want)
 			}
 		})
 	}
+}
+
+// TestProxyConfigWithByteOrderMark: a rules file saved with a UTF-8 byte
+// order mark (as some editors write it) is read as if it had none.
+func TestProxyConfigWithByteOrderMark(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer up.Close()
+	rules := writeRules(t, "\ufeff"+`{"routes":[{"name":"search","path":"/search","max_inflight":3}]}`)
+	px := startProxy(t, nil, "--upstream", up.URL, "--config", rules)
+	if rec := logRecord(t, px.out, "proxying"); rec["routes"] != float64(1) {
+		t.Fatalf("started with %v routes, want 1", rec["routes"])
+	}
+	px.stop(t)
 }
 
 // TestProxyServesAndAttributes runs `sluice proxy` in-process against a

@@ -314,7 +314,7 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 		case <-wctx.Done():
 		}
 	}()
-	code := serveUntilDone(ctx, e, "ratelimit", srv, logger)
+	code := serveUntilDone(ctx, e, "ratelimit", srv, logger, nil, nil)
 	signal.Stop(hup)
 	stopWatch()
 	<-watched

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -36,12 +34,15 @@ func runReport(ctx context.Context, e env, args []string) int {
 		return exitUsage
 	}
 	var reports []*load.Report
+	worst := exitOK
 	for _, p := range fs.Args() {
 		r, err := load.ReadReport(p)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "sluice report: %v\n", err)
 			return exitUsage
 		}
+		load.Rejudge(r) // the verdict check would give, not the one the file stores
+		worst = worseExit(worst, verdictExit(r.Verdict))
 		reports = append(reports, r)
 	}
 	for i, r := range reports {
@@ -58,7 +59,25 @@ func runReport(ctx context.Context, e env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "html: %s\n", *html)
 	}
-	return exitOK
+	return worst
+}
+
+// worseExit is the worse of two verdict exit codes: FAIL over INVALID over
+// a pass.
+func worseExit(a, b int) int {
+	rank := func(c int) int {
+		switch c {
+		case exitFail:
+			return 2
+		case exitInvalid:
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
 }
 
 func runReportMerge(_ context.Context, e env, args []string) int {
@@ -84,24 +103,18 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 	var sources []load.Source
 	hashes := map[string]string{}
 	for _, p := range fs.Args() {
-		b, err := os.ReadFile(p)
+		r, sum, err := load.ReadReportSHA256(p)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
 			return exitUsage
 		}
-		r, err := load.ParseReport(b)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "sluice report merge: %s: %v\n", p, err)
-			return exitUsage
-		}
-		sum := sha256.Sum256(b)
-		if prev, dup := hashes[string(sum[:])]; dup {
+		if prev, dup := hashes[sum]; dup {
 			fmt.Fprintf(e.stderr, "sluice report merge: %s and %s have the same content: merging would count every request twice\n", prev, p)
 			return exitUsage
 		}
-		hashes[string(sum[:])] = p
+		hashes[sum] = p
 		reports = append(reports, r)
-		sources = append(sources, load.Source{File: filepath.Base(p), SHA256: hex.EncodeToString(sum[:]), Host: r.Host.Hostname, Started: r.Started})
+		sources = append(sources, load.Source{File: filepath.Base(p), SHA256: sum, Host: r.Host.Hostname, Started: r.Started})
 	}
 	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: append([]string{"sluice", "report", "merge"}, args...), SourceFiles: sourceFiles()}
 	m, err := load.Merge(meta, reports)

@@ -130,7 +130,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sendTimeout, "send-timeout", connlimit.DefaultSendTimeout, "close a connection whose client takes no bytes of a response for this long (renewed on every write)")
 	fs.DurationVar(&o.bodyTimeout, "body-timeout", connlimit.DefaultBodyTimeout, "close a connection whose declared request body does not progress for this long")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGINT/SIGTERM, wait this long for admitted work before cutting it (0: do not wait);\na second signal cuts it at once")
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the main listener over TLS (1.2+, ALPN h2 and http/1.1) with this PEM certificate `file`;\nre-read when it changes (needs --tls-key)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve the main listener over TLS (1.2+, ALPN h2 and http/1.1) with this PEM certificate `file`;\nre-read when it changes, and at once on SIGHUP (needs --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key `file` for --tls-cert; re-read when it changes")
 	fs.BoolVar(&o.h2c, "h2c", false, "also accept cleartext HTTP/2 with prior knowledge on the main listener (sidecars, gRPC behind a TLS terminator)")
 	fs.IntVar(&o.maxStreams, "max-concurrent-streams", 0, "most streams one HTTP/2 connection may have open at once, so one connection cannot take every slot\n(0: net/http's default, 100 or more)")
@@ -279,7 +279,7 @@ func serveMain(ctx context.Context, e env, args []string) int {
 	usageFor(fs, "usage: sluice serve [flags]\n\n"+
 		"Serve static files. Only the expensive work (a disk read) takes a slot of an admission gate;\n"+
 		"when the gate is full the answer is 503 with Retry-After. Health, metrics and state are on\n"+
-		"the admin listener.")
+		"the admin listener. SIGHUP re-reads the TLS certificate and key.")
 	var o serveOptions
 	o.register(fs)
 	static := addStaticFlags(fs)
@@ -288,12 +288,14 @@ func serveMain(ctx context.Context, e env, args []string) int {
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
+	hup, stopHangups := hangups() // from here on a SIGHUP re-reads the TLS files, it no longer kills
+	defer stopHangups()
 	if fs.NArg() > 0 {
 		fmt.Fprintf(e.stderr, "sluice serve: unexpected argument %q (see --help)\n", fs.Arg(0))
 		return exitUsage
 	}
 	o.markSet(fs)
-	if err := errors.Join(o.validate(), adm.validate(static.queue)); err != nil {
+	if err := errors.Join(o.validate(), adm.validate(static.queue), quotas.checkCompanions(fs, false)); err != nil {
 		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
@@ -389,7 +391,31 @@ func serveMain(ctx context.Context, e env, args []string) int {
 		}
 		return exitFail
 	}
-	return serveUntilDone(ctx, e, "serve", srv, logger)
+	return serveUntilDone(ctx, e, "serve", srv, logger, hup, func() { reloadTLS(srv, logger, "serve") })
+}
+
+// hangups subscribes to SIGHUP for the rest of a server command's life,
+// from before it binds, so that a SIGHUP during start-up is answered once
+// the server runs instead of killing it (the default for SIGHUP). Call
+// the returned stop when the command returns.
+func hangups() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// reloadTLS re-reads the TLS certificate and key on SIGHUP: a pair that
+// does not load is logged and the one in service stays.
+func reloadTLS(srv *server.Server, logger *slog.Logger, name string) {
+	if !srv.TLS() {
+		logger.Info("SIGHUP: TLS is off, no certificate to re-read", "command", name)
+		return
+	}
+	if err := srv.ReloadTLS(); err != nil {
+		logger.Error("SIGHUP: TLS certificate refused; the one in service stays", "err", err)
+		return
+	}
+	logger.Info("SIGHUP: TLS certificate reloaded")
 }
 
 // serveUntilDone serves srv until ctx ends and maps the result to an
@@ -399,9 +425,28 @@ func serveMain(ctx context.Context, e env, args []string) int {
 // The first signal ends ctx (see main); from then on a second one aborts
 // the drain at once. Its watcher subscribes only after ctx has ended, so
 // the first signal is not counted twice.
-func serveUntilDone(ctx context.Context, e env, name string, srv *server.Server, logger *slog.Logger) int {
+//
+// Each SIGHUP on hup (nil: none) runs onHangup while the server serves,
+// one at a time; once the drain has begun it is logged and ignored.
+func serveUntilDone(ctx context.Context, e env, name string, srv *server.Server, logger *slog.Logger, hup <-chan os.Signal, onHangup func()) int {
 	stop := make(chan struct{})
 	watched := make(chan struct{})
+	reloads := make(chan struct{})
+	go func() {
+		defer close(reloads)
+		for {
+			select {
+			case <-hup:
+				if ctx.Err() != nil {
+					logger.Info("SIGHUP while draining: ignored")
+					continue
+				}
+				onHangup()
+			case <-stop:
+				return
+			}
+		}
+	}()
 	go func() {
 		defer close(watched)
 		select {
@@ -423,6 +468,7 @@ func serveUntilDone(ctx context.Context, e env, name string, srv *server.Server,
 	err := srv.Serve(ctx)
 	close(stop)
 	<-watched
+	<-reloads // a reload under way finishes before what it uses is closed
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice %s: %v\n", name, err)
 		return exitFail

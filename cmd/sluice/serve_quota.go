@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,15 +212,15 @@ type quotaOptions struct {
 	// states are the quotas' /state sections, filled by wrap.
 	states map[string]func() any
 	// metered are the quotas, filled by wrap, for promsluice.Metrics.Add
-	// (which also attributes their refusals).
+	// (which also attributes their refusals): --quota's, and routeQuotas.
 	metered []any
 	// fleetCfg is fleet's template, built once.
 	fleetCfg *redisquota.Config
-	// routeQuotas are quotas other than --quota (the proxy's route
-	// quotas) built with fleet's template: wrap meters them with the
-	// --quota ones and --quota-redis is not an error without --quota
-	// when there are some.
-	routeQuotas []func() quota.Stats
+	// routeQuotas reads the quotas other than --quota (the proxy's route
+	// quotas, built with fleet's template, as many as the last reload
+	// left): wrap meters them with the --quota ones, and --quota-redis is
+	// not an error without --quota when it is set.
+	routeQuotas func() []quota.Stats
 }
 
 func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
@@ -234,6 +235,34 @@ func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
 	return o
 }
 
+// checkCompanions refuses --quota-* flags given (on the command line or
+// by their environment twins) when there is no quota for them to shape:
+// they would be ignored without a word. haveQuota says whether there is
+// one (a --quota, or in the proxy a route quota); except names flags that
+// mean something without a quota.
+func (o *quotaOptions) checkCompanions(fs *flag.FlagSet, haveQuota bool, except ...string) error {
+	if haveQuota || len(o.quotas) > 0 {
+		return nil
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "quota-") && !slices.Contains(except, f.Name) {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s without any --quota: there is no quota for %s to apply to", strings.Join(set, ", "), pluralThem(len(set)))
+}
+
+func pluralThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
 // wrap puts the quotas around h and records them in metered. With no
 // --quota it returns h unchanged. Errors are usage errors.
 func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler) (_ http.Handler, err error) {
@@ -243,14 +272,14 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler) (_ http.Handler
 		}
 	}()
 	if len(o.quotas) == 0 {
-		if o.redisURL != "" && len(o.routeQuotas) == 0 {
+		if o.redisURL != "" && o.routeQuotas == nil {
 			return nil, errors.New("--quota-redis without any --quota")
 		}
 		o.metered = o.routeMetered()
 		return h, nil
 	}
 	var trusted []netip.Prefix
-	trusted, err = parsePrefixes(o.trusted)
+	trusted, err = parsePrefixes("--quota-trusted-proxies", o.trusted)
 	if err != nil {
 		return nil, err
 	}
@@ -305,13 +334,13 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler) (_ http.Handler
 	return h, nil
 }
 
-// routeMetered returns the route quotas as parts for Metrics.Add.
+// routeMetered returns the route quotas as a part for Metrics.Add (none
+// without route quotas).
 func (o *quotaOptions) routeMetered() []any {
-	var out []any
-	for _, r := range o.routeQuotas {
-		out = append(out, r)
+	if o.routeQuotas == nil {
+		return nil
 	}
-	return out
+	return []any{o.routeQuotas}
 }
 
 // fleet checks the fleet flags and returns the template of a fleet quota
@@ -391,7 +420,9 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	}
 }
 
-func parsePrefixes(s string) ([]netip.Prefix, error) {
+// parsePrefixes parses the comma-separated CIDRs (or addresses) of the
+// flag named flagName.
+func parsePrefixes(flagName, s string) ([]netip.Prefix, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -402,7 +433,7 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 		if err != nil {
 			a, aerr := netip.ParseAddr(part)
 			if aerr != nil {
-				return nil, fmt.Errorf("--quota-trusted-proxies: %q is not a CIDR or an address", part)
+				return nil, fmt.Errorf("%s: %q is not a CIDR or an address", flagName, part)
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}

@@ -70,6 +70,8 @@ func TestServeBadFlagsExitTwo(t *testing.T) {
 		{"unknown engine", []string{"--engine", "slow"}, nil, "--engine \"slow\": want fast or net"},
 		{"fast engine with h2c", []string{"--engine", "fast", "--h2c"}, nil, "--engine fast serves cleartext HTTP/1.1 only"},
 		{"fast engine from the environment with h2c", []string{"--h2c"}, map[string]string{"SLUICE_ENGINE": "fast"}, "--engine fast serves cleartext HTTP/1.1 only"},
+		{"quota companion without quota", []string{"--quota-trusted-proxies", "10.0.0.0/8"}, nil, "--quota-trusted-proxies without any --quota"},
+		{"quota twin without quota", nil, map[string]string{"SLUICE_QUOTA_FAIL": "closed"}, "--quota-fail without any --quota"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

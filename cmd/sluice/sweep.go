@@ -48,13 +48,6 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	if *rates != "" && set["concurrencies"] {
 		return usageErr("--rates and --concurrencies are exclusive")
 	}
-	if msg := firstBound(
-		boundDur("--step-duration", *stepDur, load.MaxWindowDuration),
-		boundInt("--windows", *windows, load.MaxWindows),
-		rf.bounds(),
-	); msg != "" {
-		return usageErr("%s", msg)
-	}
 	base, err := rf.config()
 	if err != nil {
 		return usageErr("%v", err)
@@ -66,17 +59,27 @@ func runSweep(ctx context.Context, e env, args []string) int {
 		if err != nil {
 			return usageErr("--rates: %v", err)
 		}
-		if msg := boundRates("--rates", rs); msg != "" {
-			return usageErr("%s", msg)
+		if len(rs) > load.MaxSegments {
+			return usageErr("--rates has %d rungs, over the bound: at most %d", len(rs), load.MaxSegments)
 		}
-		for _, r := range rs {
+		for i, r := range rs {
 			c := base
 			if c.Shape, err = load.Constant(r, *stepDur); err != nil {
-				return usageErr("%v", err)
+				return usageErr("%s", flagError(err, sweepFlagNames))
+			}
+			if c.Seed > 0 {
+				// Each rung its own arrivals, all named by the one seed.
+				if c.Seed = base.Seed + uint64(i); c.Seed > load.MaxSeed {
+					c.Seed -= load.MaxSeed
+				}
 			}
 			steps = append(steps, c)
 		}
 	} else {
+		if set["arrivals"] || set["seed"] {
+			return usageErr("--arrivals and --seed shape an open loop's timetable (--rates); a ladder of concurrencies has none")
+		}
+		base.Arrivals, base.Seed = "", 0
 		cs, err := parseInts(*concs)
 		if err != nil {
 			return usageErr("--concurrencies: %v", err)
@@ -85,15 +88,13 @@ func runSweep(ctx context.Context, e env, args []string) int {
 			return usageErr("--concurrencies has %d rungs, over the bound: at most %d", len(cs), load.MaxSegments)
 		}
 		for _, n := range cs {
-			if msg := boundInt("--concurrencies", n, load.MaxWorkers); msg != "" {
-				return usageErr("%s", msg)
-			}
-		}
-		for _, n := range cs {
 			c := base
 			c.Concurrency = n
 			steps = append(steps, c)
 		}
+	}
+	if err := load.CheckSteps(steps); err != nil {
+		return usageErr("%s", flagError(err, sweepFlagNames))
 	}
 	return rf.run(ctx, e, "sweep", append([]string{"sluice", "sweep"}, args...), prof, steps)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/atomicfile"
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/load"
 )
 
@@ -26,12 +27,8 @@ func HTML(rs []*load.Report, names []string) []byte {
 	if len(rs) == 2 {
 		title = "sluice load A/B: " + names[0] + " vs " + names[1]
 	}
-	fmt.Fprintf(&b, `<!doctype html><html><head><meta charset="utf-8"><title>%s</title><style>
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0;font-size:13px}td,th{border:1px solid #ccc;padding:2px 7px;text-align:right}th{background:#f4f4f4}
-td.l{text-align:left}.v-PASS{color:#080}.v-FAIL{color:#b00}.v-INVALID{color:#a60}pre{background:#f8f8f8;padding:1em;overflow:auto;font-size:12px}
-svg{background:#fff;border:1px solid #ddd;margin:.3em 0;display:block}.note{color:#555;font-size:13px}</style></head><body><h1>%s</h1>
-`, html.EscapeString(title), html.EscapeString(title))
+	fmt.Fprintf(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head><body><h1>%s</h1>\n",
+		html.EscapeString(title), chart.Style, html.EscapeString(title))
 	letters := []string{"A", "B", "C", "D"}
 	tag := func(i int) string {
 		if len(rs) > 1 {
@@ -40,10 +37,8 @@ svg{background:#fff;border:1px solid #ddd;margin:.3em 0;display:block}.note{colo
 		return ""
 	}
 	for i, r := range rs {
-		fmt.Fprintf(&b, `<p>%s<b>%s</b> — %s, %s %s, host %s (%d cpus), started %s — verdict <b class="v-%s">%s</b></p>`,
-			tag(i), html.EscapeString(names[i]), html.EscapeString(r.Kind), html.EscapeString(r.Tool.Module),
-			html.EscapeString(r.Tool.Version), html.EscapeString(r.Host.Hostname), r.Host.CPUs,
-			r.Started.Format("2006-01-02 15:04:05Z"), html.EscapeString(r.Verdict.Status), html.EscapeString(r.Verdict.Status))
+		fmt.Fprintf(&b, `<p>%s<b>%s</b> — %s — verdict <b class="v-%s">%s</b></p>`,
+			tag(i), html.EscapeString(names[i]), html.EscapeString(reportFacts(r)), html.EscapeString(r.Verdict.Status), html.EscapeString(r.Verdict.Status))
 	}
 
 	tls := make([]timeline, len(rs))
@@ -63,36 +58,42 @@ svg{background:#fff;border:1px solid #ddd;margin:.3em 0;display:block}.note{colo
 		width       float64
 		f           func(load.Second) float64
 	}
-	chart := func(heading, unit string, picks []pick) {
-		var ss []tseries
+	draw := func(heading, unit string, picks []pick) {
+		c := chart.Chart{Width: 1000, Height: 280, Legend: 190, XMax: xmax, XUnit: "s", YLabel: unit, XLabel: "elapsed since the run started"}
+		for _, bd := range tls[0].bands {
+			c.Bands = append(c.Bands, chart.Band{From: bd[0], To: bd[1]})
+		}
 		for i, tl := range tls {
 			for _, p := range picks {
-				s := tseries{Name: tag(i) + p.name, Color: p.color, Width: p.width, Dash: i > 0}
+				s := chart.Series{Name: tag(i) + p.name, Color: p.color, Width: p.width}
+				if i > 0 {
+					s.Dash = "7 4"
+				}
 				for _, pt := range tl.points {
 					if pt.gap {
-						s.Points = append(s.Points, xy{pt.x, math.NaN()})
+						s.Points = append(s.Points, chart.Point{X: pt.x, Y: math.NaN()})
 						continue
 					}
-					s.Points = append(s.Points, xy{pt.x, p.f(pt.s)})
+					s.Points = append(s.Points, chart.Point{X: pt.x, Y: p.f(pt.s)})
 				}
-				ss = append(ss, s)
+				c.Series = append(c.Series, s)
 			}
 		}
 		fmt.Fprintf(&b, "<h2>%s</h2>\n", html.EscapeString(heading))
-		b.WriteString(timeChart(unit, xmax, ss, tls[0].bands))
+		b.WriteString(c.SVG())
 	}
-	chart("Answers per second", "per second", []pick{
+	draw("Answers per second", "per second", []pick{
 		{"ok", "#2ca02c", 2, func(s load.Second) float64 { return float64(s.OK) }},
 		{"refused", "#d62728", 2.5, func(s load.Second) float64 { return float64(s.Refused) }},
 		{"dropped (driver)", "#ff7f0e", 2.5, func(s load.Second) float64 { return float64(s.Dropped) }},
 		{"errors", "#9467bd", 2, func(s load.Second) float64 { return float64(s.Errors) }},
 	})
-	chart("Response time (ms, from the scheduled time)", "ms", []pick{
+	draw("Response time (ms, from the scheduled time)", "ms", []pick{
 		{"ok p99", "#2ca02c", 2.5, func(s load.Second) float64 { return orGap(s.OK > 0, s.OKResponseP99) }},
 		{"all p99", "#1f77b4", 2, func(s load.Second) float64 { return orGap(s.OK+s.Refused > 0 || s.ResponseP99 > 0, s.ResponseP99) }},
 		{"all p50", "#17becf", 1.5, func(s load.Second) float64 { return orGap(s.OK+s.Refused > 0 || s.ResponseP50 > 0, s.ResponseP50) }},
 	})
-	chart("Driver schedule lag p99 (ms): did the driver keep its timetable?", "ms", []pick{
+	draw("Driver schedule lag p99 (ms): did the driver keep its timetable?", "ms", []pick{
 		{"pacer lag p99", "#7f7f7f", 2, func(s load.Second) float64 { return orGap(s.Scheduled > 0, s.LagP99) }},
 	})
 
@@ -169,17 +170,14 @@ func windowTable(r *load.Report) string {
 	for _, st := range r.Steps {
 		for _, w := range st.Windows {
 			c, l := w.Counts, w.Latency
-			drv := "ok"
-			if w.Driver.Limited {
-				drv = "LIMITED"
-			}
+			drv := DriverColumn(w)
 			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td>%d</td><td class="l">window</td><td>%d</td><td>%.1f</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`+"\n",
 				html.EscapeString(st.Label), w.Index, c.Scheduled, w.Rates.OK, c.Refused, c.Dropped, c.HTTPError+c.TransportError+c.Unfinished,
 				fmtDist(l.OKResponseTime, l.OKResponseTime.P50), fmtDist(l.OKResponseTime, l.OKResponseTime.P99), fmtDist(l.ResponseTime, l.ResponseTime.P99), drv)
 			for _, p := range w.Phases {
-				rate := trimFloat(p.RateFrom)
+				rate := chart.Num(p.RateFrom)
 				if p.RateTo != p.RateFrom {
-					rate += ".." + trimFloat(p.RateTo)
+					rate += ".." + chart.Num(p.RateTo)
 				}
 				fmt.Fprintf(&b, `<tr><td></td><td></td><td class="l">%s/s, %.1f–%.1fs</td><td>%d</td><td>%.1f</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td></td></tr>`+"\n",
 					rate, p.StartS, p.EndS, p.Counts.Scheduled, p.Rates.OK, p.Counts.Refused, p.Counts.Dropped, p.Counts.Errors,
@@ -191,99 +189,20 @@ func windowTable(r *load.Report) string {
 	return b.String()
 }
 
-type xy struct{ x, y float64 }
-
-type tseries struct {
-	Name   string
-	Color  string
-	Width  float64
-	Dash   bool
-	Points []xy // a NaN y breaks the line
-}
-
-// timeChart draws series over elapsed seconds [0, xmax] as an SVG line
-// chart with a linear y axis from zero, shading the windows in bands.
-func timeChart(yLabel string, xmax float64, ss []tseries, bands [][2]float64) string {
-	const W, H, L, R, T, B = 1000.0, 280.0, 60.0, 190.0, 14.0, 36.0
-	if !(xmax > 0) {
-		xmax = 1
+// reportFacts says what produced a report and where, leaving out what it
+// does not record (a driver run as a library has no tool version).
+func reportFacts(r *load.Report) string {
+	parts := []string{r.Kind}
+	if tool := strings.TrimSpace(r.Tool.Module + " " + r.Tool.Version); tool != "" {
+		parts = append(parts, tool)
 	}
-	ymax := 0.0
-	for _, s := range ss {
-		for _, p := range s.Points {
-			if !math.IsNaN(p.y) && !math.IsInf(p.y, 0) && p.y > ymax {
-				ymax = p.y
-			}
-		}
+	host := "host " + r.Host.Hostname
+	if r.Host.Hostname == "" {
+		host = "host unnamed"
 	}
-	ymax = niceCeil(ymax)
-	pw, ph := W-L-R, H-T-B
-	x := func(v float64) float64 { return L + pw*math.Min(math.Max(v/xmax, 0), 1) }
-	y := func(v float64) float64 { return T + ph - ph*math.Min(v/ymax, 1) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-size="11">`, W, H, W, H)
-	for _, bd := range bands {
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f3f3f3"/>`, x(bd[0]), T, math.Max(x(bd[1])-x(bd[0]), 0), ph)
+	if r.Host.CPUs > 0 {
+		host += fmt.Sprintf(" (%d cpus)", r.Host.CPUs)
 	}
-	for k := 0; k <= 4; k++ {
-		v := ymax * float64(k) / 4
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%.1f" y="%.1f" text-anchor="end">%s</text>`,
-			L, y(v), L+pw, y(v), L-4, y(v)+4, trimFloat(v))
-	}
-	step := niceCeil(xmax / 10)
-	for v := 0.0; v <= xmax+1e-9; v += step {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#888"/><text x="%.1f" y="%.1f" text-anchor="middle">%ss</text>`,
-			x(v), T+ph, x(v), T+ph+4, x(v), T+ph+16, trimFloat(v))
-	}
-	fmt.Fprintf(&b, `<text x="14" y="%.1f" transform="rotate(-90 14 %.1f)" text-anchor="middle">%s</text>`, T+ph/2, T+ph/2, html.EscapeString(yLabel))
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">elapsed since the run started</text>`, L+pw/2, H-4)
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#888"/>`, L, T+ph, L+pw, T+ph)
-	for si, s := range ss {
-		dash := ""
-		if s.Dash {
-			dash = ` stroke-dasharray="7 4"`
-		}
-		var seg []string
-		flush := func() {
-			if len(seg) == 1 {
-				xy := strings.Split(seg[0], ",")
-				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="2" fill="%s"/>`, xy[0], xy[1], s.Color)
-			} else if len(seg) > 1 {
-				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%.1f"%s points="%s"/>`, s.Color, s.Width, dash, strings.Join(seg, " "))
-			}
-			seg = seg[:0]
-		}
-		for _, p := range s.Points {
-			if math.IsNaN(p.y) || math.IsInf(p.y, 0) {
-				flush()
-				continue
-			}
-			seg = append(seg, fmt.Sprintf("%.1f,%.1f", x(p.x), y(p.y)))
-		}
-		flush()
-		ly := T + 8 + 15*float64(si)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"%s/><text x="%.1f" y="%.1f">%s</text>`,
-			L+pw+12, ly, L+pw+40, ly, s.Color, s.Width, dash, L+pw+46, ly+4, html.EscapeString(s.Name))
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
-}
-
-func niceCeil(v float64) float64 {
-	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.3f", v)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s
+	parts = append(parts, host, "started "+r.Started.Format("2006-01-02 15:04:05Z"))
+	return strings.Join(parts, ", ")
 }

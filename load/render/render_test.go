@@ -234,3 +234,69 @@ func TestHTMLTimeSeriesAlignOnElapsedTime(t *testing.T) {
 		t.Error("a NaN or Inf reached the SVG")
 	}
 }
+
+// TestTextExplainsEveryCountAndTheDrops: the summary has a legend line for
+// every count it prints, and a window that dropped arrivals says so in its
+// driver column and says whose doing the drops were.
+func TestTextExplainsEveryCountAndTheDrops(t *testing.T) {
+	window := func(dropped, canceled int64, reqP99 float64) load.Window {
+		sent := 600 - dropped - canceled
+		return load.Window{
+			Counts: load.Counts{Scheduled: 600, Sent: sent, Dropped: dropped + canceled, OK: sent,
+				DropReasons: map[string]int64{load.DropQueueFull: dropped, load.DropCanceled: canceled}},
+			Latency: load.Latency{RequestTime: load.Dist{Count: sent, P99: reqP99}},
+		}
+	}
+	report := func(w load.Window) string {
+		r := &load.Report{Steps: []load.Step{{Label: "rate=600", Mode: "open", Workers: 64, QueueDepth: 64,
+			Settings: load.Settings{P99BudgetMS: 500}, Windows: []load.Window{w}}}}
+		var b bytes.Buffer
+		Text(&b, r)
+		return b.String()
+	}
+	clean := report(window(0, 0, 20))
+	for _, count := range []string{"sched:", "sent:", "ok:", "refused:", "http_err:", "transp_err:", "unfin:", "dropped:", "driver:"} {
+		n := 0
+		for _, l := range strings.Split(clean, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), count) || strings.Contains(l, "; "+count) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d legend lines explain %q, want one:\n%s", n, count, clean)
+		}
+	}
+	if strings.Contains(clean, "ok, drops\n") || strings.Contains(clean, "dropped 0") {
+		t.Errorf("a window without drops mentions them:\n%s", clean)
+	}
+
+	slow := report(window(404, 0, 2300))
+	for _, want := range []string{"ok, drops\n", "dropped 404 of 600 arrivals (67.3%) because its queue of 64 in front of 64 workers was full: the server was slow (request time p99 2.30s, over the 500.0ms budget)", "the server's doing"} {
+		if !strings.Contains(slow, want) {
+			t.Errorf("server-caused drops: summary lacks %q:\n%s", want, slow)
+		}
+	}
+	fast := report(window(404, 0, 20))
+	if !strings.Contains(fast, "too few workers") || strings.Contains(fast, "the server's doing") {
+		t.Errorf("drops while the server was fast are the driver's:\n%s", fast)
+	}
+	stopped := report(window(0, 7, 20))
+	if !strings.Contains(stopped, "dropped 7 arrivals still queued when the run stopped") || !strings.Contains(stopped, "ok, drops\n") {
+		t.Errorf("drops at a stop:\n%s", stopped)
+	}
+}
+
+// TestHTMLHeaderNamesOnlyWhatTheReportRecords: a report written by the
+// driver as a library has no tool module or version; the header leaves
+// them out instead of printing empty fields.
+func TestHTMLHeaderNamesOnlyWhatTheReportRecords(t *testing.T) {
+	r := &load.Report{Kind: "load", Host: load.Host{Hostname: "vm", CPUs: 2}, Verdict: load.Verdict{Status: load.StatusNone}}
+	page := string(HTML([]*load.Report{r}, []string{"no-gate cached"}))
+	if !strings.Contains(page, "load, host vm (2 cpus), started") || strings.Contains(page, ", ,") || strings.Contains(page, ",  ,") {
+		t.Errorf("header with empty fields: %s", page[strings.Index(page, "<p>"):strings.Index(page, "</p>")])
+	}
+	r.Tool = load.Tool{Module: "github.com/sluicehq/sluice", Version: "v1.2.3"}
+	if page := string(HTML([]*load.Report{r}, []string{"x"})); !strings.Contains(page, "load, github.com/sluicehq/sluice v1.2.3, host vm") {
+		t.Error("the tool is not named when the report records it")
+	}
+}

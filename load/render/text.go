@@ -2,12 +2,14 @@ package render
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice/load"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/chart"
+	"github.com/sluicehq/sluice/load"
 )
 
 // ProgressLine is the live line: one a second while a run is on a terminal.
@@ -34,7 +36,14 @@ func Text(w io.Writer, r *load.Report) {
 		fmt.Fprintln(w, "ABORTED:", r.Aborted)
 	}
 	for si, st := range r.Steps {
-		fmt.Fprintf(w, "\nstep %d  %s  (%s loop, %d workers", si, st.Label, st.Mode, st.Workers)
+		fmt.Fprintf(w, "\nstep %d  %s  (%s loop", si, st.Label, st.Mode)
+		switch {
+		case st.Arrivals == load.Poisson && st.Seed > 0:
+			fmt.Fprintf(w, ", poisson arrivals, seed %d", st.Seed)
+		case st.Arrivals != "":
+			fmt.Fprintf(w, ", %s arrivals", st.Arrivals)
+		}
+		fmt.Fprintf(w, ", %d workers", st.Workers)
 		if st.Mode == "open" {
 			fmt.Fprintf(w, ", queue %d", st.QueueDepth)
 		}
@@ -44,10 +53,7 @@ func Text(w io.Writer, r *load.Report) {
 		for _, win := range st.Windows {
 			c := win.Counts
 			l := win.Latency
-			drv := "ok"
-			if win.Driver.Limited {
-				drv = "LIMITED"
-			}
+			drv := DriverColumn(win)
 			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 				win.Index, c.Scheduled, c.Sent, c.OK, c.Refused, c.HTTPError, c.TransportError, c.Unfinished, c.Dropped,
 				win.Rates.OK, fmtDist(l.OKResponseTime, l.OKResponseTime.P50), fmtDist(l.OKResponseTime, l.OKResponseTime.P99),
@@ -57,8 +63,9 @@ func Text(w io.Writer, r *load.Report) {
 		}
 		tw.Flush()
 		if si == 0 {
-			fmt.Fprintln(w, "  ok: response time of ok answers; all: of every answer (fast refusals pull it down); both from the scheduled time.")
-			fmt.Fprintln(w, "  exchange: send to last byte. sched wait: scheduled to sent (the driver's own queue). pacer lag: scheduled to hand-off.")
+			for _, l := range legend {
+				fmt.Fprintln(w, "  "+l)
+			}
 		}
 		for _, win := range st.Windows {
 			if len(win.Phases) > 0 {
@@ -74,6 +81,7 @@ func Text(w io.Writer, r *load.Report) {
 				}
 				extra = append(extra, fmt.Sprintf("refused %d by %s/%s (%d)", rf.Count, g, rf.Reason, rf.Status))
 			}
+			extra = append(extra, DropLines(st, win)...)
 			for _, k := range sortedKeys(win.Counts.TransportErrors) {
 				extra = append(extra, fmt.Sprintf("transport %s %d", k, win.Counts.TransportErrors[k]))
 			}
@@ -95,6 +103,65 @@ func Text(w io.Writer, r *load.Report) {
 	for _, s := range v.Reasons {
 		fmt.Fprintf(w, "  - %s\n", s)
 	}
+}
+
+// legend explains every column of the window table, one line each.
+var legend = []string{
+	"sched: arrivals due in the window (closed loop: requests begun); sent: handed to the server; sched = sent + dropped.",
+	"ok: answered 1xx-3xx.",
+	"refused: answered 503 or 429, a gate or quota turning the request away (which one, below).",
+	"http_err: answered with any other 4xx or 5xx.",
+	"transp_err: no HTTP answer: connection refused or reset, timeout, EOF, DNS, TLS (kinds below).",
+	"unfin: still in flight when the run was stopped (Ctrl-C, or a drain that timed out); sent = ok + refused + http_err + transp_err + unfin.",
+	"dropped: never sent: the driver's bounded queue was full (queue_full) or the run stopped with it queued (canceled); why, below.",
+	"ok p50, ok p99: response time of ok answers; all: of every answer (fast refusals pull it down); both from the scheduled time.",
+	"exchange: send to last byte. sched wait: scheduled to sent (the driver's own queue). pacer lag: scheduled to hand-off.",
+	"driver: ok = the driver kept its timetable; LIMITED = it did not (the window is INVALID: its figures are the driver's); " +
+		"\"ok, drops\" = it kept its timetable but dropped arrivals, which the line below explains.",
+}
+
+// DriverColumn is a window's "driver" cell: LIMITED when the window is
+// driver-limited, "ok, drops" when the driver kept its timetable but
+// dropped arrivals (DropLines says why), else ok.
+func DriverColumn(win load.Window) string {
+	switch {
+	case win.Driver.Limited:
+		return "LIMITED"
+	case win.Counts.Dropped > 0:
+		return "ok, drops"
+	}
+	return "ok"
+}
+
+// DropLines explains a window's drops: how many of the arrivals, for which
+// reason, and whose doing they are. Drops from a full queue while the
+// server answered within the p99 budget are the driver's (too few
+// workers: the window is driver-limited); while it answered slower they
+// are the server's: a slow server fills any bounded queue, and the drops
+// are what its clients would have met.
+func DropLines(st load.Step, win load.Window) []string {
+	c := win.Counts
+	if c.Dropped == 0 {
+		return nil
+	}
+	var out []string
+	share := 100 * float64(c.Dropped) / float64(max(c.Scheduled, 1))
+	if n := c.DropReasons[load.DropQueueFull]; n > 0 {
+		queue := fmt.Sprintf("its queue of %d in front of %d workers", st.QueueDepth, st.Workers)
+		p99, budget := win.Latency.RequestTime.P99, st.Settings.P99BudgetMS
+		switch {
+		case win.Latency.RequestTime.Count > 0 && budget > 0 && p99 > budget:
+			out = append(out, fmt.Sprintf("dropped %d of %d arrivals (%.1f%%) because %s was full: the server was slow (request time p99 %s, over the %s budget), "+
+				"so the drops are the server's doing, what its clients would have met", n, c.Scheduled, share, queue, fmtMS(p99), fmtMS(budget)))
+		default:
+			out = append(out, fmt.Sprintf("dropped %d of %d arrivals (%.1f%%) because %s was full while the server answered within the %s budget: "+
+				"too few workers for the rate, the driver's own doing (raise --workers)", n, c.Scheduled, share, queue, fmtMS(budget)))
+		}
+	}
+	if n := c.DropReasons[load.DropCanceled]; n > 0 {
+		out = append(out, fmt.Sprintf("dropped %d arrivals still queued when the run stopped", n))
+	}
+	return out
 }
 
 // CliffTable prints one row per step: the cliff test's table
@@ -141,9 +208,9 @@ func writePhases(w io.Writer, win load.Window) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  \trate/s\tfrom\tto\tsched\tok\trefused\terrors\tdropped\tok/s\tok p50\tok p99\tall p99\t")
 	for _, p := range win.Phases {
-		rate := trimFloat(p.RateFrom)
+		rate := chart.Num(p.RateFrom)
 		if p.RateTo != p.RateFrom {
-			rate += ".." + trimFloat(p.RateTo)
+			rate += ".." + chart.Num(p.RateTo)
 		}
 		c := p.Counts
 		fmt.Fprintf(tw, "  \t%s\t%.1fs\t%.1fs\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t\n", rate, p.StartS, p.EndS,

@@ -58,15 +58,34 @@
 // under saturation lease mode degrades to one round trip per admitted
 // request (still never more than exact mode).
 //
+// The bound holds through a slow, stalled or flapping Redis too, for a
+// fleet whose Instances is right. In lease mode each key's fallback share
+// (below) belongs to its lease, and the two are kept from adding up:
+// every admission made from the fleet also spends from the share (as far
+// as it has tokens), so a share is empty after busy fleet decisions rather
+// than full when Redis goes away; and what the share admits is owed to
+// the shared bucket, so the next lease must cover that debt (up to Burst)
+// before it covers a cost. A client whose share admitted it while Redis
+// was away is therefore refused by Redis afterwards until its bucket has
+// paid for those admissions.
+//
+// Decisions for one key never queue behind one another's round trips:
+// one of them fetches the next lease, without holding the lease's lock;
+// the others wait for that fetch, each at most until its own Timeout has
+// passed since it arrived, and when it fails they all fall back at once.
+// A decision takes at most Timeout plus a local decision, however many
+// arrive together while Redis stalls.
+//
 // # When Redis is slow or down
 //
 // Every call has a deadline (Config.Timeout, 50 ms by default). A call
 // that fails or times out is decided by Config.Fallback:
 //
-//   - FailOpen: a local quota.Quota of this instance's share, Rate and
-//     Burst divided by Config.Instances. With Instances right, the fleet
-//     together admits no more than the quota while Redis is away; with it
-//     too low, up to Instances-times too much.
+//   - FailOpen: a local bucket of this instance's share, Rate and Burst
+//     divided by Config.Instances (a quota.Quota in exact mode, one bucket
+//     per lease in lease mode). With Instances right, the fleet together
+//     admits no more than the quota while Redis is away; with it too low,
+//     up to Instances-times too much.
 //   - FailClosed: refuse with reason breaker_open (503 at the edge).
 //
 // A circuit breaker (package breaker, with ConsecutiveFailures) opens

@@ -12,6 +12,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/breaker"
@@ -138,13 +139,17 @@ type Quota struct {
 	argT      string // the script's T and tau, formatted once
 	argTau    string
 	leases    *lru.Cache[string, *lease] // Lease mode only
+	instances int
 
 	fleetAllowed, fleetLimited, storeErrors, fallbacks, rejectedStore atomic.Uint64
+	shareAllowed, shareLimited                                        atomic.Uint64 // Lease mode's fallback decisions
 	leaseCalls                                                        atomic.Uint64
 	inFallback                                                        atomic.Bool
 	skewMicros                                                        atomic.Int64
 }
 
+// lease is Lease mode's state for one key. mu guards every field and is
+// never held across a round trip.
 type lease struct {
 	mu      sync.Mutex
 	tokens  int
@@ -155,6 +160,25 @@ type lease struct {
 	// request.
 	emptyUntil time.Time
 	emptyCost  int // the smallest cost refused until emptyUntil
+	// fetch is the round trip in flight for this key, nil when none.
+	// Decisions that need tokens wait for its outcome, each within its
+	// own Timeout, rather than call Redis again one after another.
+	fetch *leaseFetch
+	// share is this instance's share of the key's bucket (Rate and Burst
+	// divided by Instances), which decides while Redis cannot (FailOpen;
+	// nil with FailClosed). Fleet admissions spend from it too, and what
+	// it admits is owed to the shared bucket, so going back and forth
+	// between Redis and the share never gives a client both buckets.
+	share *rate.Limiter
+	// owed is what the share admitted since Redis last granted (at most
+	// Burst): the next lease must cover it before it covers a cost.
+	owed int
+}
+
+// leaseFetch is one lease round trip; err is set before done is closed.
+type leaseFetch struct {
+	done chan struct{}
+	err  error
 }
 
 // New returns a fleet Quota for cfg, or an error wrapping
@@ -198,7 +222,7 @@ func New(cfg Config) (*Quota, error) {
 	q := &Quota{
 		policy: p, client: cfg.Client, prefix: cfg.Prefix + p.Name + ":",
 		mode: cfg.Mode, leaseSize: cfg.LeaseSize, leaseTTL: cfg.LeaseTTL,
-		timeout: cfg.Timeout, fallback: cfg.Fallback, now: cfg.Now, logger: cfg.Logger,
+		timeout: cfg.Timeout, fallback: cfg.Fallback, now: cfg.Now, logger: cfg.Logger, instances: cfg.Instances,
 		argT:   strconv.FormatFloat(T, 'f', -1, 64),
 		argTau: strconv.FormatFloat(T*float64(p.Burst), 'f', -1, 64),
 	}
@@ -272,11 +296,18 @@ type reply struct {
 
 // call runs the GCRA script through the breaker within the timeout.
 func (q *Quota) call(ctx context.Context, key string, minTokens, maxTokens int) (reply, error) {
+	return q.callUntil(ctx, time.Now().Add(q.timeout), key, minTokens, maxTokens)
+}
+
+// callUntil is call with the deadline of the decision it serves: a call
+// that runs out of it counts against Redis, one whose caller left does
+// not.
+func (q *Quota) callUntil(ctx context.Context, deadline time.Time, key string, minTokens, maxTokens int) (reply, error) {
 	c, err := q.breaker.Allow()
 	if err != nil {
 		return reply{}, err // open, or half-open with its probe in flight
 	}
-	cctx, cancel := context.WithTimeout(ctx, q.timeout)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
 	vals, err := gcraScript.Run(cctx, q.client, []string{q.prefix + key},
 		q.argT, q.argTau, minTokens, maxTokens, q.now().UnixMicro()).Int64Slice()
 	cancel()
@@ -314,55 +345,156 @@ func (q *Quota) result(r reply, cost int) (quota.Decision, error) {
 }
 
 // decideLease spends from this instance's lease for key, taking a new
-// lease from Redis when the old one is spent or expired.
+// lease from Redis when the old one is spent or expired. It returns within
+// Timeout of its call plus a local decision, however many decisions for
+// the key arrive together: one of them fetches, the others wait for that
+// fetch (never longer than their own Timeout) and share its outcome, so a
+// slow Redis is waited for once per Timeout, not once per request.
 func (q *Quota) decideLease(ctx context.Context, key string, cost int) (quota.Decision, error) {
-	l, ok := q.leases.Get(key)
-	if !ok {
-		// PeekOrAdd is atomic: two goroutines that miss together end up
-		// with the same lease.
-		fresh := new(lease)
-		if prev, found, _ := q.leases.PeekOrAdd(key, fresh); found {
-			l = prev
-		} else {
-			l = fresh
+	l := q.leaseFor(key)
+	deadline := time.Now().Add(q.timeout)
+	for {
+		l.mu.Lock()
+		now := q.now()
+		if !now.Before(l.expires) {
+			l.tokens = 0 // left-overs past the TTL are dropped: the bound
 		}
-	}
-	// The lease's lock is held across the round trip, so one instance
-	// fetches one lease per key at a time; the others wait for it (at
-	// most Timeout) instead of each taking a batch.
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := q.now()
-	if !now.Before(l.expires) {
-		l.tokens = 0 // left-overs past the TTL are dropped: the bound
-	}
-	if l.tokens >= cost {
-		l.tokens -= cost
+		if l.tokens >= cost {
+			l.tokens -= cost
+			left := l.tokens
+			l.spendShare(now, cost)
+			l.mu.Unlock()
+			q.fleetAllowed.Add(1)
+			return quota.Decision{Remaining: left}, nil
+		}
+		if now.Before(l.emptyUntil) && cost >= l.emptyCost {
+			wait := l.emptyUntil.Sub(now)
+			l.mu.Unlock()
+			q.fleetLimited.Add(1)
+			return quota.Decision{Reset: wait}, admit.NewRejectedError(q.policy.Name, "", admit.ReasonRate,
+				int64(q.policy.Burst), int64(q.policy.Burst), wait)
+		}
+		if f := l.fetch; f != nil {
+			l.mu.Unlock()
+			timer := time.NewTimer(time.Until(deadline))
+			select {
+			case <-f.done:
+				timer.Stop()
+				if f.err != nil {
+					return q.decideShare(ctx, l, key, cost, f.err)
+				}
+				continue // tokens arrived, or a refusal to remember: look again
+			case <-timer.C:
+				return q.decideShare(ctx, l, key, cost, context.DeadlineExceeded)
+			case <-ctx.Done():
+				timer.Stop()
+				return q.decideShare(ctx, l, key, cost, ctx.Err())
+			}
+		}
+		if !time.Now().Before(deadline) {
+			// Out of time after waiting for others' fetches: a call now
+			// could only time out, and would count against Redis.
+			l.mu.Unlock()
+			return q.decideShare(ctx, l, key, cost, context.DeadlineExceeded)
+		}
+		// Fetch: take what is left of the old lease and ask for the rest,
+		// plus what the share admitted while Redis could not be asked:
+		// that is paid first, so nothing the share admitted is admitted
+		// again from the shared bucket.
+		have := l.tokens
+		owed := min(l.owed, q.policy.Burst-(cost-have))
+		l.tokens = 0
+		f := &leaseFetch{done: make(chan struct{})}
+		l.fetch = f
+		l.mu.Unlock()
+
+		q.leaseCalls.Add(1)
+		r, err := q.callUntil(ctx, deadline, key, cost-have+owed, max(q.leaseSize, cost)-have+owed)
+
+		l.mu.Lock()
+		l.fetch, f.err = nil, err
+		close(f.done)
+		if err != nil || r.granted == 0 {
+			l.tokens += have
+			if err == nil {
+				// Remember the refusal for this cost or more until Redis
+				// said the bucket refills.
+				l.emptyUntil, l.emptyCost = now.Add(r.retry), cost
+			}
+			l.mu.Unlock()
+			if err != nil {
+				return q.decideShare(ctx, l, key, cost, err)
+			}
+			return q.result(r, cost)
+		}
+		l.owed -= owed // waiters that fell back meanwhile owe the rest
+		l.tokens = have + r.granted - cost - owed
+		l.expires = now.Add(q.leaseTTL)
+		l.spendShare(now, cost)
+		left := l.tokens
+		l.mu.Unlock()
 		q.fleetAllowed.Add(1)
-		return quota.Decision{Remaining: l.tokens}, nil
+		return quota.Decision{Remaining: r.remaining + left, Reset: r.reset}, nil
 	}
-	if now.Before(l.emptyUntil) && cost >= l.emptyCost {
-		q.fleetLimited.Add(1)
-		wait := l.emptyUntil.Sub(now)
-		return quota.Decision{Reset: wait}, admit.NewRejectedError(q.policy.Name, "", admit.ReasonRate,
-			int64(q.policy.Burst), int64(q.policy.Burst), wait)
+}
+
+// leaseFor returns key's lease, creating it.
+func (q *Quota) leaseFor(key string) *lease {
+	if l, ok := q.leases.Get(key); ok {
+		return l
 	}
-	q.leaseCalls.Add(1)
-	r, err := q.call(ctx, key, cost-l.tokens, max(q.leaseSize, cost)-l.tokens)
-	if err != nil {
+	fresh := new(lease)
+	if q.fallback == FailOpen {
+		fresh.share = rate.NewLimiter(rate.Limit(q.policy.Rate/float64(q.instances)), max(1, q.policy.Burst/q.instances))
+	}
+	// PeekOrAdd is atomic: two goroutines that miss together end up with
+	// the same lease.
+	if prev, found, _ := q.leases.PeekOrAdd(key, fresh); found {
+		return prev
+	}
+	return fresh
+}
+
+// spendShare charges a fleet admission to the share, as far as it has
+// tokens (it never goes into debt): the share then holds only what the
+// fleet has not spent here lately, so a fallback after busy fleet
+// decisions does not start from a full bucket. Called with l.mu held.
+func (l *lease) spendShare(now time.Time, cost int) {
+	if l.share != nil {
+		l.share.AllowN(now, cost)
+	}
+}
+
+// decideShare is Lease mode's fallback: err says why Redis did not
+// decide. The caller's own end is a refusal (canceled or deadline);
+// otherwise FailClosed refuses and FailOpen decides with the key's share,
+// owing what it admits to the shared bucket.
+func (q *Quota) decideShare(ctx context.Context, l *lease, key string, cost int, err error) (quota.Decision, error) {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return q.decideFallback(ctx, key, cost, ctxErr) // the caller's own end
+	}
+	if l.share == nil {
 		return q.decideFallback(ctx, key, cost, err)
 	}
-	if r.granted == 0 {
-		d, err := q.result(r, cost)
-		// Remember the refusal for this cost or more until Redis said
-		// the bucket refills.
-		l.emptyUntil, l.emptyCost = now.Add(r.retry), cost
-		return d, err
+	q.inFallback.Store(true)
+	q.fallbacks.Add(1)
+	l.mu.Lock()
+	now := q.now()
+	ok := l.share.AllowN(now, cost)
+	if ok {
+		l.owed = min(l.owed+cost, q.policy.Burst)
 	}
-	l.tokens += r.granted - cost
-	l.expires = now.Add(q.leaseTTL)
-	q.fleetAllowed.Add(1)
-	return quota.Decision{Remaining: r.remaining + l.tokens, Reset: r.reset}, nil
+	tokens := l.share.TokensAt(now)
+	l.mu.Unlock()
+	share := max(1, q.policy.Burst/q.instances)
+	if ok {
+		q.shareAllowed.Add(1)
+		return quota.Decision{Remaining: max(int(tokens), 0)}, nil
+	}
+	q.shareLimited.Add(1)
+	wait := time.Duration((float64(cost) - tokens) / float64(l.share.Limit()) * float64(time.Second))
+	return quota.Decision{}, admit.NewRejectedError(q.policy.Name, "", admit.ReasonRate,
+		int64(share)-int64(max(tokens, 0)), int64(share), wait)
 }
 
 func (q *Quota) decideFallback(ctx context.Context, key string, cost int, err error) (quota.Decision, error) {
@@ -420,6 +552,8 @@ func (q *Quota) Stats() quota.Stats {
 		RejectedStore: q.rejectedStore.Load(), FallbackDecisions: q.fallbacks.Load(),
 		StoreErrors: q.storeErrors.Load(), Breaker: q.breaker.State().String(),
 	}
+	st.Allowed += q.shareAllowed.Load()
+	st.Limited += q.shareLimited.Load()
 	if q.local != nil {
 		ls := q.local.Stats()
 		st.Allowed += ls.Allowed

@@ -31,10 +31,8 @@ func TestSlotsSharedCapacity(t *testing.T) {
 	srv, _ := startRedis(t)
 	var gates []*Slots
 	for range 3 {
-		// A generous Timeout: the test is about the shared count, and on a
-		// loaded machine three 50 ms timeouts in a row would open the
-		// store breaker and refuse everything with breaker_open.
-		gates = append(gates, mustSlots(t, SlotsConfig{Name: "db", Capacity: 5, Client: newClient(t, srv.Addr()), TTL: time.Second, Timeout: time.Second}))
+		gates = append(gates, mustSlots(t, SlotsConfig{Name: "db", Capacity: 5, Client: newClient(t, srv.Addr()), TTL: time.Second,
+			Timeout: loadedTimeout})) // the test is about sharing; a 50 ms timeout on a loaded machine refuses breaker_open
 	}
 	var holding, peak, admitted atomic.Int64
 	var wg sync.WaitGroup

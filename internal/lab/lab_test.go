@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/lab"
+	"github.com/sluicehq/sluice/internal/lab"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

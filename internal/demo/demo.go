@@ -297,6 +297,28 @@ type Step struct {
 	CachedShareOfTotal float64 // of the offered requests
 }
 
+// DriverWorkers and DriverQueue size each of the demo's two drivers: at
+// most DriverWorkers requests of a kind in flight and DriverQueue waiting
+// in the driver; an arrival that finds both full is dropped (lost).
+const (
+	DriverWorkers = 64
+	DriverQueue   = 64
+)
+
+// Ceiling is the longest an answered request can have waited when a
+// driver is full: DriverWorkers + DriverQueue requests ahead of it at a
+// disk that completes Capacity a second, plus its own read. When a step
+// drops requests, its p99 sits near this ceiling because the driver
+// allows no more, not because the server is that fast (Class.P99Capped).
+func (res *Result) Ceiling() time.Duration { return ceiling(res.Capacity, res.Disk.Service) }
+
+func ceiling(capacity float64, service time.Duration) time.Duration {
+	if !(capacity > 0) {
+		return 0
+	}
+	return time.Duration(float64(DriverWorkers+DriverQueue)/capacity*float64(time.Second)) + service
+}
+
 // Class is one kind of work in one step.
 type Class struct {
 	Offered float64 // scheduled requests per second
@@ -310,6 +332,14 @@ type Class struct {
 	// P99 is the 99th percentile response time of ok answers, from their
 	// scheduled time (milliseconds); NaN when none was ok.
 	P99 float64
+	// P99Capped says the p99 sits at the driver's ceiling (uncached work
+	// only): the driver dropped requests in this step, its workers and
+	// queue full, while the requests it did send waited at least half of
+	// Result.Ceiling, the most it allows. P99 is then a floor for what
+	// clients would see, set by the driver, not a measure of the server.
+	// (Drops while answers were quick, a machine too busy for the driver,
+	// do not cap anything.)
+	P99Capped bool
 }
 
 // Run measures capacity, then runs the stepped overload against each
@@ -522,7 +552,7 @@ func runVariant(ctx context.Context, s settings, cfg Config, capacity float64, v
 	// ungated disk (and so how long the last step takes to drain).
 	driver := func(paths []string, class int, label string) load.Config {
 		return load.Config{
-			Targets: targets(in.url, paths), Shape: shape, Workers: 64, QueueDepth: 64,
+			Targets: targets(in.url, paths), Shape: shape, Workers: DriverWorkers, QueueDepth: DriverQueue,
 			MaxLag: 50 * time.Millisecond, Label: label, Live: live(class),
 		}
 	}
@@ -584,7 +614,7 @@ func runVariant(ctx context.Context, s settings, cfg Config, capacity float64, v
 		return nil, fmt.Errorf("demo: %s: %d and %d steps reported, want %d", v, len(cp), len(up), len(s.mults))
 	}
 	for i, m := range s.mults {
-		st := Step{Multiplier: m, Cached: classOf(cp[i]), Uncached: classOf(up[i]), DurationSeconds: cp[i].EndS - cp[i].StartS}
+		st := Step{Multiplier: m, Cached: classOf(cp[i], 0), Uncached: classOf(up[i], ceiling(capacity, s.disk.Service)), DurationSeconds: cp[i].EndS - cp[i].StartS}
 		st.OfferedPerSecond = st.Cached.Offered + st.Uncached.Offered
 		st.GoodputPerSecond = st.Cached.Goodput + st.Uncached.Goodput
 		if n := st.Cached.Scheduled + st.Uncached.Scheduled; n > 0 {
@@ -612,7 +642,9 @@ func phasesOf(w load.Window) []load.Phase {
 	}}
 }
 
-func classOf(p load.Phase) Class {
+// classOf summarises one step of one class; ceiling is the driver's
+// ceiling for it (zero: none, as for cached work).
+func classOf(p load.Phase, ceiling time.Duration) Class {
 	c := p.Counts
 	d := p.EndS - p.StartS
 	out := Class{
@@ -628,6 +660,7 @@ func classOf(p load.Phase) Class {
 	}
 	if p.OKResponseTime.Count > 0 {
 		out.P99 = p.OKResponseTime.P99
+		out.P99Capped = c.Dropped > 0 && ceiling > 0 && out.P99 >= float64(ceiling)/1e6/2
 	}
 	return out
 }

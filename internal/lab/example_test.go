@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/sluicehq/sluice/lab"
+	"github.com/sluicehq/sluice/internal/lab"
 )
 
 func Example() {

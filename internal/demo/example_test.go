@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sluicehq/sluice/demo"
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
 // Run the bug and the fix against each other on short steps, print the

@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Forwarding headers the proxy writes on every outbound request.
+const (
+	headerXFF          = "X-Forwarded-For"
+	headerXFHost       = "X-Forwarded-Host"
+	headerXFProto      = "X-Forwarded-Proto"
+	headerForwarded    = "Forwarded"
+	forwardedForUnkown = "unknown" // RFC 7239 section 6.2: a peer whose address is not known
+)
+
+// setForwarded writes the client address chain on the outbound request.
+// httputil.ReverseProxy has removed the inbound forwarding headers from
+// pr.Out before Rewrite runs; they are read from pr.In.
+//
+// A peer in Config.TrustedProxies is a proxy in front of this one, so its
+// chain is kept and the peer appended: X-Forwarded-For gets ", <peer>",
+// Forwarded gets a new element, and its X-Forwarded-Host and
+// X-Forwarded-Proto (what the first proxy saw) pass unchanged. Any other
+// peer is the client itself: whatever chain it sent is a claim nobody
+// vouches for, so it is replaced by the peer's address alone.
+func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
+	in, out := pr.In, pr.Out.Header
+	peer, port, known := peerAddr(in.RemoteAddr)
+	trusted := known && p.trusted(peer)
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	host, xproto := in.Host, proto
+	var priorXFF, priorFwd string
+	if trusted {
+		priorXFF, priorFwd = joined(in.Header, headerXFF), joined(in.Header, headerForwarded)
+		if h := first(in.Header, headerXFHost); h != "" {
+			host = h
+		}
+		if x := first(in.Header, headerXFProto); x != "" {
+			xproto = x
+		}
+	}
+	// Both chains are built in one buffer, and the four headers' values
+	// share one array: a forwarded request pays two allocations here, not
+	// one per piece. The names are canonical constants, so the map is
+	// written directly, without Header.Set's canonicalisation.
+	buf := make([]byte, 0, len(priorXFF)+len(priorFwd)+2*len(in.Host)+96)
+	buf = appendPrior(buf, priorXFF)
+	if known {
+		buf = peer.AppendTo(buf)
+	}
+	xffEnd := len(buf)
+	buf = appendPrior(buf, priorFwd)
+	buf = appendForwardedElement(buf, peer, port, known, in.Host, proto)
+	chains := string(buf)
+	vals := []string{chains[:xffEnd], host, xproto, chains[xffEnd:]}
+	if xffEnd > 0 {
+		out[headerXFF] = vals[0:1:1]
+	}
+	if host != "" {
+		out[headerXFHost] = vals[1:2:2]
+	}
+	out[headerXFProto] = vals[2:3:3]
+	out[headerForwarded] = vals[3:4:4]
+}
+
+// appendPrior appends a chain received from a trusted proxy and the list
+// separator before this hop's entry; nothing for an empty chain.
+func appendPrior(b []byte, prior string) []byte {
+	if prior == "" {
+		return b
+	}
+	return append(append(b, prior...), ", "...)
+}
+
+// first is a header's first value, "" when absent; name is canonical.
+func first(h http.Header, name string) string {
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// trusted reports whether a is one of Config.TrustedProxies.
+func (p *Proxy) trusted(a netip.Addr) bool {
+	for _, pf := range p.cfg.TrustedProxies {
+		if pf.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerAddr parses a RemoteAddr ("192.0.2.1:4711", "[2001:db8::1]:4711"):
+// the address, IPv4-mapped IPv6 unmapped and any zone dropped, and the
+// port (0 when absent).
+func peerAddr(remote string) (netip.Addr, uint16, bool) {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr().Unmap().WithZone(""), ap.Port(), true
+	}
+	if a, err := netip.ParseAddr(remote); err == nil {
+		return a.Unmap().WithZone(""), 0, true
+	}
+	return netip.Addr{}, 0, false
+}
+
+// joined is every value of a header, joined as one comma-separated list
+// (RFC 9110 section 5.3), or "".
+func joined(h http.Header, name string) string {
+	vs := h[name] // name is canonical
+	switch len(vs) {
+	case 0:
+		return ""
+	case 1:
+		return strings.TrimSpace(vs[0])
+	}
+	return strings.Join(vs, ", ")
+}
+
+// forwardedElement is this hop's RFC 7239 element:
+// for=<peer>;host=<Host>;proto=<http|https>. A node with a port, and any
+// IPv6 node (bracketed), is a quoted string, as section 6 requires.
+func forwardedElement(peer netip.Addr, port uint16, known bool, host, proto string) string {
+	return string(appendForwardedElement(nil, peer, port, known, host, proto))
+}
+
+func appendForwardedElement(b []byte, peer netip.Addr, port uint16, known bool, host, proto string) []byte {
+	b = append(b, "for="...)
+	switch {
+	case !known:
+		b = append(b, forwardedForUnkown...)
+	case port != 0: // an address and a port hold no '"' or '\\' to escape
+		b = append(netip.AddrPortFrom(peer, port).AppendTo(append(b, '"')), '"')
+	case peer.Is6():
+		b = append(peer.AppendTo(append(b, `"[`...)), `]"`...)
+	default:
+		b = peer.AppendTo(b)
+	}
+	if host != "" {
+		b = appendForwardedValue(append(b, ";host="...), host)
+	}
+	return append(append(b, ";proto="...), proto...)
+}
+
+// appendForwardedValue appends v as an RFC 7239 value: a token as it is,
+// anything else as an RFC 9110 quoted-string, '"' and '\\' escaped with a
+// backslash.
+func appendForwardedValue(b []byte, v string) []byte {
+	token := v != ""
+	for i := 0; i < len(v) && token; i++ {
+		token = httpguts.IsTokenRune(rune(v[i]))
+	}
+	if token {
+		return append(b, v...)
+	}
+	b = append(b, '"')
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, v[i])
+	}
+	return append(b, '"')
+}
