@@ -194,9 +194,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	next := cfg.Transport
 	if next == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = max(100, int(cfg.MaxInflight))
-		next = t
+		next = newTransport(max(100, int(cfg.MaxInflight)))
 	}
 	p.pool = newPool(cfg.Upstreams, next, cfg.EjectAfter, cfg.EjectFor, p.now, cfg.Logger)
 	// The pool times each attempt (HeaderTimeout, within what is left of

@@ -14,6 +14,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -783,5 +784,78 @@ func TestUnderReverseProxy(t *testing.T) {
 	resp.Body.Close()
 	if string(b) != "ABC" || resp.Trailer.Get("X-Sum") != "3" || resp.Header.Get("X-Got-Trailer") != "t" {
 		t.Fatalf("%q trailer %v header %v", b, resp.Trailer, resp.Header)
+	}
+}
+
+// Concurrent round trips of every answer shape share the pool: each
+// answer is its own request's (the body echoes the request's id), no
+// connection is handed to two exchanges at once (the race detector
+// watches), and the pool stays within its bound.
+func TestConcurrentRoundTrips(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		switch r.URL.Path {
+		case "/empty":
+			w.Header().Set("X-Id", id)
+			w.WriteHeader(http.StatusNoContent)
+		case "/chunked":
+			w.Header().Set("X-Id", id)
+			io.WriteString(w, id)
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "-"+id)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, id+"-"+id)
+		default:
+			b, _ := io.ReadAll(r.Body)
+			w.Header().Set("X-Id", id)
+			io.WriteString(w, id+"-"+string(b))
+		}
+	}))
+	defer s.Close()
+	c := newClient(t, Config{MaxIdlePerHost: 3})
+	var wg sync.WaitGroup
+	for g := range 12 {
+		wg.Go(func() {
+			for i := range 100 {
+				id := fmt.Sprintf("%d.%d", g, i)
+				var req *http.Request
+				want := id + "-" + id
+				switch i % 5 {
+				case 0:
+					req, _ = http.NewRequest("GET", s.URL+"/empty?id="+id, nil)
+					want = ""
+				case 1:
+					req, _ = http.NewRequest("GET", s.URL+"/chunked?id="+id, nil)
+				case 2:
+					req, _ = http.NewRequest("GET", s.URL+"/close?id="+id, nil)
+				case 3:
+					req, _ = http.NewRequest("HEAD", s.URL+"/?id="+id, nil)
+					want = ""
+				default:
+					req, _ = http.NewRequest("POST", s.URL+"/?id="+id, strings.NewReader(id))
+				}
+				resp, err := c.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				runtime.Gosched() // another goroutine may take the connection this answer handed back
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(b) != want || i%5 != 2 && resp.Header.Get("X-Id") != id {
+					t.Errorf("request %s: %q (want %q), X-Id %q, err %v", id, b, want, resp.Header.Get("X-Id"), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	hp, _ := c.host(mustURL(s.URL))
+	hp.mu.Lock()
+	idle := len(hp.idle)
+	hp.mu.Unlock()
+	if idle > 3 {
+		t.Fatalf("%d idle connections, bound 3", idle)
 	}
 }

@@ -677,7 +677,10 @@ func (cn *conn) frame(resp *http.Response, req *http.Request, o *outbound) error
 		cn.keep = false
 	}
 	resp.ContentLength = cl
-	noBody := req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
+	// Decided before the body is attached: an empty body ends the
+	// exchange at once, and the connection is then another request's.
+	resp.Close = !cn.keep || resp.StatusCode == http.StatusSwitchingProtocols || !chunked && cl < 0 && !noBodyFor(req, resp)
+	noBody := noBodyFor(req, resp)
 	switch {
 	case resp.StatusCode == http.StatusSwitchingProtocols:
 		resp.ContentLength = -1
@@ -717,8 +720,12 @@ func (cn *conn) frame(resp *http.Response, req *http.Request, o *outbound) error
 		cn.keep = false // read until the upstream closes
 		resp.Body = &untilCloseBody{exchangeBody{cn: cn}}
 	}
-	resp.Close = !cn.keep
 	return nil
+}
+
+// noBodyFor reports whether an answer has no body whatever it declares.
+func noBodyFor(req *http.Request, resp *http.Response) bool {
+	return req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 }
 
 var chunkedTE = []string{"chunked"}
