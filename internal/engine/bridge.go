@@ -47,7 +47,10 @@ func (c *conn) serveHandler(now time.Time, keep bool, h http.Handler) bool {
 		c.out = append(c.out, "\r\n"...)
 		return keep && c.discardBody(req)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	if c.ctx == nil {
+		c.ctx = context.WithValue(c.s.baseCtx, http.LocalAddrContextKey, c.rwc.LocalAddr())
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	req = req.WithContext(ctx)
 	var b *body

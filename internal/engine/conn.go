@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -46,9 +47,10 @@ type conn struct {
 	handlerWriteDL  bool // a handler set the write deadline: no renewals until its answer ends
 	handlerReadDL   bool // a handler set the read deadline: no body renewals until its request ends
 
-	werr     error // the first write error; the connection is done
-	peerDone bool  // the client closed its side (seen by the background read)
-	hijacked bool  // a handler took the connection over (Hijack): never touch it again
+	ctx      context.Context // the connection's context (the server's, and its local address), made once
+	werr     error           // the first write error; the connection is done
+	peerDone bool            // the client closed its side (seen by the background read)
+	hijacked bool            // a handler took the connection over (Hijack): never touch it again
 	bg       *bgRead
 }
 

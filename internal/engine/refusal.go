@@ -77,6 +77,15 @@ func (f *Refusals) Write(w *Response, err error) {
 	f.write(w, r)
 }
 
+// WriteWith answers w with the refusal err plus the header lines extra,
+// rendered for this answer only (extra varies from one refusal to the
+// next: a quota's remaining tokens, say).
+func (f *Refusals) WriteWith(w *Response, err error, extra []byte) {
+	r := f.render(err)
+	r.header = append(r.header, extra...)
+	f.write(w, r)
+}
+
 func (f *Refusals) render(err error) *rendered {
 	status, header, body, closeConn := httpgate.AppendRefusal(nil, err)
 	if re, ok := err.(*admit.RejectedError); ok && f.Extra != nil {

@@ -112,6 +112,14 @@ type Server struct {
 	shutting  atomic.Bool
 	noKeepAlv atomic.Bool
 	date      atomic.Pointer[dateLine]
+
+	// baseCtx is every bridged request's root context: it carries
+	// http.ServerContextKey, as net/http's do, so a handler that checks
+	// it runs under a server behaves as it would under net/http
+	// (httputil.ReverseProxy then aborts an answer the upstream broke
+	// off with http.ErrAbortHandler). The *http.Server under it serves
+	// nothing.
+	baseCtx context.Context
 }
 
 // New returns a Server for cfg.
@@ -124,6 +132,7 @@ func New(cfg Config) *Server {
 	if s.maxHeader <= 0 {
 		s.maxHeader = DefaultMaxHeaderBytes
 	}
+	s.baseCtx = context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
 	return s
 }
 
