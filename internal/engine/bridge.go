@@ -51,7 +51,11 @@ func (c *conn) serveHandler(now time.Time, keep bool, h http.Handler) bool {
 		c.ctx = context.WithValue(c.s.baseCtx, http.LocalAddrContextKey, c.rwc.LocalAddr())
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
+	c.cancelReq = cancel
+	defer func() {
+		c.cancelReq = nil
+		cancel()
+	}()
 	req = req.WithContext(ctx)
 	var b *body
 	if c.h.hasBody() {

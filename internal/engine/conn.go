@@ -51,7 +51,9 @@ type conn struct {
 	werr     error           // the first write error; the connection is done
 	peerDone bool            // the client closed its side (seen by the background read)
 	hijacked bool            // a handler took the connection over (Hijack): never touch it again
-	bg       *bgRead
+
+	cancelReq context.CancelFunc // cancels the bridged request in progress; nil between requests
+	bg        *bgRead
 }
 
 // Kinds of read deadline.
@@ -308,6 +310,19 @@ func (c *conn) renewWriteDeadline() {
 	c.writeDL = at
 }
 
+// writeFailed records the first write error: the connection is done,
+// and the request in progress, if any, has its context canceled (as
+// net/http does), so a handler streaming to a client that stopped
+// reading stops too.
+func (c *conn) writeFailed(err error) {
+	if c.werr == nil {
+		c.werr = err
+	}
+	if c.cancelReq != nil {
+		c.cancelReq()
+	}
+}
+
 // flush writes the pending answers. It reports false after a write
 // error (kept in werr: the connection is done).
 func (c *conn) flush() bool {
@@ -321,7 +336,7 @@ func (c *conn) flush() bool {
 	_, err := c.rwc.Write(c.out)
 	c.out = c.out[:0]
 	if err != nil {
-		c.werr = err
+		c.writeFailed(err)
 		return false
 	}
 	if cap(c.out) > 64<<10 {
@@ -345,7 +360,7 @@ func (c *conn) write(b []byte) bool {
 	}
 	c.renewWriteDeadline()
 	if _, err := c.rwc.Write(b); err != nil {
-		c.werr = err
+		c.writeFailed(err)
 		return false
 	}
 	return true
@@ -389,7 +404,7 @@ func (c *conn) readFrom(src io.Reader) (int64, error) {
 			n -= m
 		}
 		if err != nil {
-			c.werr = err
+			c.writeFailed(err)
 			return total, err
 		}
 		if m < size {

@@ -272,3 +272,29 @@ func TestBodyReaderLeftBehind(t *testing.T) {
 		t.Fatalf("the reader left behind got %v", err)
 	}
 }
+
+// A write that fails (here: the send timeout, on a client that stopped
+// reading) cancels the request's context, as net/http does, so a handler
+// streaming to that client learns it is gone.
+func TestWriteErrorCancelsTheRequest(t *testing.T) {
+	canceled := make(chan error, 1)
+	_, addr := serveEngine(t, Config{SendTimeout: 100 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for range 1024 {
+			if _, err := w.Write(chunk); err != nil {
+				break
+			}
+		}
+		canceled <- r.Context().Err()
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	if err := <-canceled; err == nil {
+		t.Fatal("the handler's context outlived a failed write")
+	}
+}
