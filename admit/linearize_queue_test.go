@@ -1024,6 +1024,8 @@ func recordQueueHistory(g *admit.Gate, lc lqConfig, ops int, seed uint64) []porc
 	return h.operations()
 }
 
+// Seconds: 600 histories (150 with -short), each searched by porcupine with
+// a nondeterministic model.
 func TestLinearizableQueues(t *testing.T) {
 	histories := *queueHistories
 	if testing.Short() {

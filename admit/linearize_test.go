@@ -271,6 +271,8 @@ func outputOf(err error) linOutput {
 // Close and whole Stats snapshots. Gates with and without timing and
 // observers take different paths through admission and release, so each
 // history draws its configuration.
+// Seconds: a thousand histories (250 with -short), each searched by
+// porcupine.
 func TestLinearizable(t *testing.T) {
 	histories := *linearizeHistories
 	if testing.Short() {

@@ -20,6 +20,8 @@ import (
 // the invariants (they hold at every instant, not only when quiet), and
 // slots in use never exceed the capacity. The first kind ("a") is never
 // used, so a count derived for it from the others would show up at once.
+// About 6 s under -race: six goroutines run 1,500 rounds each on every
+// configuration while Stats is sampled without pause.
 func TestStatsNeverGoBackwards(t *testing.T) {
 	for _, cfg := range []admit.Config{
 		{Capacity: 4, MaxWaiters: 8, MaxWait: 2 * time.Millisecond, Kinds: []string{"a", "b", "c"}},

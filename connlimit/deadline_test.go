@@ -56,6 +56,8 @@ func fileHandler(p string, viaReadFrom bool, done chan<- error) http.Handler {
 // about SendTimeout after the socket buffers filled: the handler's write
 // fails (so it can release what it holds), the connection closes, and the
 // close is counted.
+// About 2 s: each case fills real socket buffers with a 64 MiB file before
+// the send timeout can start.
 func TestStalledReaderIsCutAfterSendTimeout(t *testing.T) {
 	p := bigFile(t, 64<<20)
 	for _, viaReadFrom := range []bool{true, false} {
@@ -143,13 +145,18 @@ func slowDial(t *testing.T, addr net.Addr) net.Conn {
 // A slow but live client gets the whole of a large response even though
 // the transfer lasts many times SendTimeout: the deadline is renewed on
 // every write, as with nginx's send_timeout, not a cap on the response.
+// About 1.5 s a case: the transfer must outlast the send timeout three
+// times over, and the timeout must outlast the pauses a loaded 2-core
+// machine gives a reader that is live (shortTimeout's 150 ms did not: the
+// reader was once cut off after a 300 ms stall).
 func TestSlowLiveReaderCompletes(t *testing.T) {
 	const size = 6 << 20
+	const sendTimeout = 500 * time.Millisecond
 	p := bigFile(t, size)
 	for _, viaReadFrom := range []bool{true, false} {
 		t.Run(fmt.Sprintf("readfrom=%v", viaReadFrom), func(t *testing.T) {
 			done := make(chan error, 1)
-			l := startSmallBufferServer(t, Config{MaxConns: 4, SendTimeout: shortTimeout, IdleTimeout: longTimeout}, fileHandler(p, viaReadFrom, done))
+			l := startSmallBufferServer(t, Config{MaxConns: 4, SendTimeout: sendTimeout, IdleTimeout: longTimeout}, fileHandler(p, viaReadFrom, done))
 			conn := slowDial(t, l.Addr())
 			if _, err := io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
 				t.Fatal(err)
@@ -160,8 +167,8 @@ func TestSlowLiveReaderCompletes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// About 4 MB/s: one and a half seconds for the file, ten times the
-			// send timeout.
+			// About 4 MB/s: one and a half seconds for the file, three times
+			// the send timeout.
 			var got int64
 			buf := make([]byte, 16<<10)
 			for {
@@ -182,7 +189,7 @@ func TestSlowLiveReaderCompletes(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Errorf("handler's copy: %v", err)
 			}
-			if took < 3*shortTimeout {
+			if took < 3*sendTimeout {
 				t.Logf("transfer took only %v; the client was not slow enough to test renewal", took)
 			}
 			if n := l.Stats().ClosedSendTimeout; n != 0 {

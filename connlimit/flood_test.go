@@ -174,6 +174,8 @@ func (c *rawClient) report() floodReport {
 // with EMFILE: the listener backs off instead of spinning, existing
 // keep-alive connections keep being served, and once descriptors free up
 // everything in the backlog is accepted.
+// About 2 s: a child process with a lowered descriptor limit, a flood of
+// 300 real connections, and half a second of serving through the shortage.
 func TestFloodBeyondFDLimitBacksOffAndKeepsServing(t *testing.T) {
 	addr := startFloodChild(t, "emfile")
 	keepAlive := dial(t, addr)
@@ -242,6 +244,8 @@ func TestFloodBeyondFDLimitBacksOffAndKeepsServing(t *testing.T) {
 // With the default limit derived from the (lowered) descriptor limit, the
 // same kind of flood is refused with 503s before descriptors run out:
 // every client gets an answer and Accept never fails.
+// Over a second: a child process with a lowered descriptor limit and a
+// flood of real connections.
 func TestFloodUnderDerivedLimitIsRefusedBeforeEMFILE(t *testing.T) {
 	addr := startFloodChild(t, "derived")
 	keepAlive := dial(t, addr)

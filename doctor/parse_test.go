@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/promtext/promtexttest"
 )
 
 func TestParseMetricsReadsGates(t *testing.T) {
@@ -67,6 +69,27 @@ func TestParseRefusesBadInput(t *testing.T) {
 	for _, text := range []string{"", "not a dump\n", "goroutine x [running]:\n", "goroutine 1 running:\n"} {
 		if _, err := ParseGoroutines(strings.NewReader(text)); !errors.Is(err, ErrBadInput) {
 			t.Errorf("goroutines %q: err %v, want ErrBadInput", text, err)
+		}
+	}
+}
+
+// TestParseMetricsFollowsTheRule: doctor reads the shared table of the
+// Prometheus text rule (internal/promtext) as `sluice load --metrics`
+// does: a NaN, infinite or negative sample, or a family of another type,
+// is ErrBadInput naming what is wrong; the rest reads.
+func TestParseMetricsFollowsTheRule(t *testing.T) {
+	for _, f := range families {
+		if f.Kind == 0 {
+			t.Errorf("%s is read but internal/metricname does not list it", f.Name)
+		}
+	}
+	for _, tc := range promtexttest.Cases() {
+		_, err := ParseMetrics(strings.NewReader(tc.Text), time.Time{})
+		if tc.Error == "" && err != nil {
+			t.Errorf("%s: %v, want it read", tc.Name, err)
+		}
+		if tc.Error != "" && (!errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.Error)) {
+			t.Errorf("%s: error %v, want ErrBadInput saying %q", tc.Name, err, tc.Error)
 		}
 	}
 }

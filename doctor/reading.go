@@ -10,32 +10,39 @@ import (
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/sluicehq/sluice/internal/metricname"
+	"github.com/sluicehq/sluice/internal/promtext"
 )
 
 // Metric names doctor reads. The admission families are what
 // promsluice.Metrics exports; the others are read when present.
 const (
-	MetricOffered   = "sluice_admission_offered_total"   // {gate,kind}
-	MetricAdmitted  = "sluice_admission_admitted_total"  // {gate,kind}
-	MetricRejected  = "sluice_admission_rejected_total"  // {gate,kind,reason[,class]}
-	MetricCompleted = "sluice_admission_completed_total" // {gate,kind,outcome}
-	MetricInflight  = "sluice_admission_inflight"        // {gate}
-	MetricWaiting   = "sluice_admission_waiting"         // {gate}
-	MetricCapacity  = "sluice_admission_capacity"        // {gate}
-	MetricMisuse    = "sluice_admission_misuse_total"    // {gate}
-	MetricHold      = "sluice_admission_hold_seconds"    // histogram {gate,kind}
-	MetricWait      = "sluice_admission_wait_seconds"    // histogram {gate}
+	MetricOffered   = metricname.AdmissionOffered   // {gate,kind}
+	MetricAdmitted  = metricname.AdmissionAdmitted  // {gate,kind}
+	MetricRejected  = metricname.AdmissionRejected  // {gate,kind,reason[,class]}
+	MetricCompleted = metricname.AdmissionCompleted // {gate,kind,outcome}
+	MetricInflight  = metricname.AdmissionInflight  // {gate}
+	MetricWaiting   = metricname.AdmissionWaiting   // {gate}
+	MetricCapacity  = metricname.AdmissionCapacity  // {gate}
+	MetricMisuse    = metricname.AdmissionMisuse    // {gate}
+	MetricHold      = metricname.AdmissionHold      // histogram {gate,kind}
+	MetricWait      = metricname.AdmissionWait      // histogram {gate,kind}
 	// MetricOldestWait is the age of the oldest queued caller, in seconds,
 	// per gate: read when a gate exports it.
-	MetricOldestWait = "sluice_admission_oldest_wait_seconds"
+	MetricOldestWait = metricname.AdmissionOldestWait
 	// MetricRetryOriginals and MetricRetryAttempts count a retrying
 	// client's original requests and every attempt it made (the first
 	// included), with matching labels: read when exported.
-	MetricRetryOriginals = "sluice_retry_originals_total"
-	MetricRetryAttempts  = "sluice_retry_attempts_total"
+	MetricRetryOriginals = metricname.RetryOriginalRequests
+	MetricRetryAttempts  = metricname.RetryAttempts
+)
+
+// families are the families ParseMetrics reads, with the kinds
+// internal/metricname lists.
+var families = metricname.Families(
+	MetricOffered, MetricAdmitted, MetricRejected, MetricCompleted, MetricMisuse,
+	MetricInflight, MetricWaiting, MetricCapacity, MetricOldestWait,
+	MetricHold, MetricWait, MetricRetryOriginals, MetricRetryAttempts,
 )
 
 // ErrBadInput is wrapped by every error for metrics, state or a goroutine
@@ -137,11 +144,13 @@ func ParseState(r io.Reader) (*State, error) {
 }
 
 // ParseMetrics reads Prometheus text exposition into a Reading taken at
-// at. Families it does not know are ignored; a sample with a NaN or
-// infinite value in a family it reads is an error.
+// at. Families it does not know are ignored. The families it reads follow
+// one rule, the one `sluice load --metrics` follows too: each must have
+// the type promsluice gives it (or none), and every sample, histogram sums
+// and counts included, must be finite and 0 or more; anything else is an
+// error wrapping ErrBadInput that names the series.
 func ParseMetrics(r io.Reader, at time.Time) (*Reading, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(r, maxInput))
+	fams, err := promtext.Parse(r, families...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrBadInput, err)
 	}
@@ -158,72 +167,57 @@ func ParseMetrics(r io.Reader, at time.Time) (*Reading, error) {
 	type offKey struct{ gate, kind, class string }
 	offered := map[offKey]float64{}
 	rejected := map[sliceKey]float64{}
-	var bad error
-	each := func(name string, f func(labels map[string]string, v float64, m *dto.Metric)) {
-		fam := fams[name]
-		if fam == nil {
+	each := func(name string, f func(labels map[string]string, s promtext.Sample)) {
+		samples, ok := fams[name]
+		if !ok {
 			return
 		}
 		rd.Families[name] = true
-		for _, m := range fam.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			v := sampleValue(m)
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				if bad == nil {
-					bad = fmt.Errorf("%w: metrics: %s%v has value %v", ErrBadInput, name, labels, v)
-				}
-				continue
-			}
-			f(labels, v, m)
+		for _, s := range samples {
+			f(s.Labels, s)
 		}
 	}
-	each(MetricOffered, func(l map[string]string, v float64, _ *dto.Metric) {
-		gate(l["gate"]).Offered += v
-		offered[offKey{l["gate"], l["kind"], l["class"]}] += v
+	each(MetricOffered, func(l map[string]string, s promtext.Sample) {
+		gate(l["gate"]).Offered += s.Value
+		offered[offKey{l["gate"], l["kind"], l["class"]}] += s.Value
 	})
-	each(MetricAdmitted, func(l map[string]string, v float64, _ *dto.Metric) { gate(l["gate"]).Admitted += v })
-	each(MetricRejected, func(l map[string]string, v float64, _ *dto.Metric) {
-		gate(l["gate"]).Rejected += v
-		rejected[sliceKey{l["gate"], l["kind"], l["reason"], l["class"]}] += v
+	each(MetricAdmitted, func(l map[string]string, s promtext.Sample) { gate(l["gate"]).Admitted += s.Value })
+	each(MetricRejected, func(l map[string]string, s promtext.Sample) {
+		gate(l["gate"]).Rejected += s.Value
+		rejected[sliceKey{l["gate"], l["kind"], l["reason"], l["class"]}] += s.Value
 	})
-	each(MetricCompleted, func(l map[string]string, v float64, _ *dto.Metric) { gate(l["gate"]).Completed += v })
-	each(MetricMisuse, func(l map[string]string, v float64, _ *dto.Metric) { gate(l["gate"]).Misuse += v })
-	each(MetricInflight, func(l map[string]string, v float64, _ *dto.Metric) { gate(l["gate"]).Inflight += v })
-	each(MetricWaiting, func(l map[string]string, v float64, _ *dto.Metric) { gate(l["gate"]).Waiting += v })
-	each(MetricCapacity, func(l map[string]string, v float64, _ *dto.Metric) { gate(l["gate"]).Capacity += v })
-	each(MetricOldestWait, func(l map[string]string, v float64, _ *dto.Metric) {
+	each(MetricCompleted, func(l map[string]string, s promtext.Sample) { gate(l["gate"]).Completed += s.Value })
+	each(MetricMisuse, func(l map[string]string, s promtext.Sample) { gate(l["gate"]).Misuse += s.Value })
+	each(MetricInflight, func(l map[string]string, s promtext.Sample) { gate(l["gate"]).Inflight += s.Value })
+	each(MetricWaiting, func(l map[string]string, s promtext.Sample) { gate(l["gate"]).Waiting += s.Value })
+	each(MetricCapacity, func(l map[string]string, s promtext.Sample) { gate(l["gate"]).Capacity += s.Value })
+	each(MetricOldestWait, func(l map[string]string, s promtext.Sample) {
 		g := gate(l["gate"])
-		if g.OldestWait == nil || v > *g.OldestWait {
+		if v := s.Value; g.OldestWait == nil || v > *g.OldestWait {
 			g.OldestWait = &v
 		}
 	})
-	each(MetricHold, func(l map[string]string, _ float64, m *dto.Metric) {
+	each(MetricHold, func(l map[string]string, s promtext.Sample) {
 		g := gate(l["gate"])
-		g.HoldSum += finite(m.GetHistogram().GetSampleSum())
-		g.HoldCount += float64(m.GetHistogram().GetSampleCount())
+		g.HoldSum += s.Value
+		g.HoldCount += s.Count
 	})
-	each(MetricWait, func(l map[string]string, _ float64, m *dto.Metric) {
+	each(MetricWait, func(l map[string]string, s promtext.Sample) {
 		g := gate(l["gate"])
-		g.WaitSum += finite(m.GetHistogram().GetSampleSum())
-		g.WaitCount += float64(m.GetHistogram().GetSampleCount())
+		g.WaitSum += s.Value
+		g.WaitCount += s.Count
 	})
 	for _, name := range []string{MetricRetryOriginals, MetricRetryAttempts} {
-		each(name, func(l map[string]string, v float64, _ *dto.Metric) {
+		each(name, func(l map[string]string, s promtext.Sample) {
 			k := labelKey(l)
 			c := rd.Retries[k]
 			if name == MetricRetryOriginals {
-				c.Originals += v
+				c.Originals += s.Value
 			} else {
-				c.Attempts += v
+				c.Attempts += s.Value
 			}
 			rd.Retries[k] = c
 		})
-	}
-	if bad != nil {
-		return nil, bad
 	}
 	for k, v := range rejected {
 		g := gate(k.gate)
@@ -243,26 +237,6 @@ func ParseMetrics(r io.Reader, at time.Time) (*Reading, error) {
 		})
 	}
 	return rd, nil
-}
-
-// sampleValue reads a counter, gauge or untyped sample.
-func sampleValue(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Untyped != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
-}
-
-func finite(v float64) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return 0
-	}
-	return v
 }
 
 // labelKey is a stable text form of a label set: name="value",...

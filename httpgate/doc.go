@@ -121,15 +121,6 @@
 // place until it is granted or times out; bodiless requests (GET, HEAD)
 // are noticed at once.
 //
-// # Queue rules from flags and config files
-//
-// QueueRules is the text form of a gate's queue order and class source
-// (--queue-discipline, --priority-header, --class-share, or the proxy's
-// route fields of the same meaning). Compile checks them against the
-// gate's queue size, with errors naming the caller's words for each rule,
-// and returns the admit.Queueing and the ClassFromHeader middleware, so
-// `sluice serve` and `sluice proxy` cannot give them two meanings.
-//
 // # Deciding without an *http.Request
 //
 // Quota keys and decides on net/http requests. A front end that parses

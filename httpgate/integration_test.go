@@ -100,6 +100,8 @@ func TestClientGoneWhileHolding(t *testing.T) {
 // slot, then has every client leave: each must leave the queue at once,
 // counted canceled, none admitted, and the gate must end at inflight 0
 // and waiting 0.
+// About 2 s under -race: a thousand real clients per protocol queue and
+// leave.
 func TestThousandDisconnectsWhileQueued(t *testing.T) {
 	const n = 1000
 	for _, proto := range protos {

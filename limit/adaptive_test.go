@@ -159,6 +159,8 @@ func TestWindowWaitsForMinSamples(t *testing.T) {
 // baseline follows latency up until slow looks normal and the limit grows
 // back. With an SLO ceiling the limit stays down for the whole incident and
 // the baseline never rises above the ceiling.
+// Seconds under -race: a ten-minute incident fed window by window to each
+// of three laws.
 func TestSLOCeilingStopsDrift(t *testing.T) {
 	const slo = 50 * time.Millisecond
 	for _, law := range []string{"vegas", "gradient2", "aimd"} {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/promtext/promtexttest"
 )
 
 // gatedServer refuses every third request through its "disk" gate (503
@@ -118,6 +120,27 @@ func TestParseMetricsErrors(t *testing.T) {
 	s := parseMetrics(strings.NewReader("sluice_admission_rejected_total{gate=\"g\",reason=\"r\"} 3\n"))
 	if s.err != nil || s.rejected[rejKey{gate: "g", reason: "r"}] != 3 || s.cpu != nil {
 		t.Errorf("untyped series: %+v", s)
+	}
+}
+
+// TestParseMetricsFollowsTheRule: the scraper reads the shared table of
+// the Prometheus text rule (internal/promtext) as doctor does: a NaN,
+// infinite or negative sample, or a family of another type, marks the
+// scrape as failed; the rest reads.
+func TestParseMetricsFollowsTheRule(t *testing.T) {
+	for _, f := range families {
+		if f.Kind == 0 {
+			t.Errorf("%s is read but internal/metricname does not list it", f.Name)
+		}
+	}
+	for _, tc := range promtexttest.Cases() {
+		s := parseMetrics(strings.NewReader(tc.Text))
+		if tc.Error == "" && s.err != nil {
+			t.Errorf("%s: %v, want it read", tc.Name, s.err)
+		}
+		if tc.Error != "" && (s.err == nil || !strings.Contains(s.err.Error(), tc.Error)) {
+			t.Errorf("%s: scrape error %v, want one saying %q", tc.Name, s.err, tc.Error)
+		}
 	}
 }
 

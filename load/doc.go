@@ -70,6 +70,10 @@
 //   - Server books (scrape.go): with a metrics URL, each window records the
 //     server's rejections (attributing refusals to gates, connection-level
 //     ones to "connections"), each gate's balance and occupancy, and its CPU.
+//     The names it reads are promsluice's, spelled once in
+//     internal/metricname, and a scrape is read under internal/promtext's
+//     rule, the one doctor reads by too: a family of another type, or a
+//     NaN, infinite or negative sample in a family read, fails the scrape.
 //   - Bounds (limits.go): every size a Config can ask for has an upper
 //     bound derived from the memory it costs. Config.Check and CheckSteps
 //     apply them, and every refusal is a *FieldError naming the setting

@@ -364,31 +364,3 @@ func TestLoggerGetsWindowsAndAborts(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// TestLiveProgressLines: the live callback comes about once a second
-// while the step runs, the drain included (a loaded machine stretches a
-// 1.2 s window and its drain past 2 s), with the figures of the window so
-// far.
-func TestLiveProgressLines(t *testing.T) {
-	srv := serve(t, (&classServer{}).ServeHTTP)
-	var lines []Progress
-	done := make(chan struct{})
-	start := time.Now()
-	runOne(t, context.Background(), Config{
-		Targets: []Target{{URL: srv.URL}}, Shape: mustShape(t, 100, 1200*time.Millisecond),
-		Live: func(p Progress) {
-			select {
-			case <-done:
-			default:
-				lines = append(lines, p)
-			}
-		},
-	})
-	close(done)
-	if elapsed := time.Since(start); len(lines) < 1 || len(lines) > int(elapsed/time.Second) {
-		t.Fatalf("%d live lines in %v, want one a second", len(lines), elapsed.Round(time.Millisecond))
-	}
-	if p := lines[0]; p.Sent < 50 || p.Sent > 120 || p.Rate < 40 || p.Rate > 140 {
-		t.Errorf("progress %+v", p)
-	}
-}

@@ -8,6 +8,7 @@ import (
 	"testing"
 )
 
+// Over a second: the report comes from a real run (realReport).
 func TestReportRoundTrip(t *testing.T) {
 	r := realReport(t)
 	p := filepath.Join(t.TempDir(), DefaultReportName(r.Started))
@@ -28,6 +29,7 @@ func TestReportRoundTrip(t *testing.T) {
 	}
 }
 
+// Seconds: it edits a report from a real run (realReport) once per case.
 func TestParseReportRejects(t *testing.T) {
 	r := realReport(t)
 	good, _ := marshalReport(r)
@@ -70,6 +72,8 @@ func TestParseReportRejects(t *testing.T) {
 // figure a verdict reads, leaving the histograms and counts alone. Every
 // edit must be refused with an error naming the field: a report whose p99
 // was lowered by hand must not pass a release check.
+// Seconds: it parses and re-encodes a report from a real run (realReport)
+// once per edited field.
 func TestParseReportRefusesEditedSummaries(t *testing.T) {
 	r := realReport(t)
 	good, _ := marshalReport(r)

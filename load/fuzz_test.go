@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -177,6 +178,11 @@ func FuzzParseMetrics(f *testing.F) {
 		s := parseMetrics(strings.NewReader(text))
 		if s.err == nil && s.rejected == nil {
 			t.Fatal("no error and no map")
+		}
+		for k, v := range s.rejected {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				t.Fatalf("rejected %+v read as %v", k, v)
+			}
 		}
 	})
 }

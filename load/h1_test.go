@@ -85,6 +85,8 @@ func h1Run(t *testing.T, url string, n int, cfg Config) Counts {
 	return st.Windows[0].Counts
 }
 
+// Over a second under -race: a real driver run against a raw-socket server
+// per framing.
 func TestH1ResponseFraming(t *testing.T) {
 	envelope := `{"error":"BUSY","gate":"disk","reason":"full"}`
 	cases := map[string]struct {
@@ -120,6 +122,8 @@ func TestH1ResponseFraming(t *testing.T) {
 	}
 }
 
+// Over a second under -race: a real driver run against a raw-socket server
+// per malformed reply.
 func TestH1MalformedResponses(t *testing.T) {
 	for name, reply := range map[string]string{
 		"not http":        "SMTP ready\r\n\r\n",

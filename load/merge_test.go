@@ -19,6 +19,7 @@ func shortRun(t *testing.T, url string, rate float64) *Report {
 	return r
 }
 
+// About 2 s: two real runs (shortRun) to merge.
 func TestMergeIsExact(t *testing.T) {
 	cs := &classServer{}
 	srv := serve(t, cs.ServeHTTP)
@@ -81,6 +82,7 @@ func TestMergeIsExact(t *testing.T) {
 	}
 }
 
+// Over a second: real runs of different shapes to merge.
 func TestMergeRefusesMismatches(t *testing.T) {
 	srv := serve(t, (&classServer{}).ServeHTTP)
 	a := shortRun(t, srv.URL, 100)
@@ -106,6 +108,7 @@ func TestMergeRefusesMismatches(t *testing.T) {
 
 // TestMergeRefusesDuplicateInputs: the same run twice, whether the same
 // pointer or a copy read back from its file, would double every count.
+// About 2 s: real runs (shortRun) to merge.
 func TestMergeRefusesDuplicateInputs(t *testing.T) {
 	srv := serve(t, (&classServer{}).ServeHTTP)
 	a := shortRun(t, srv.URL, 100)

@@ -178,6 +178,7 @@ func realReport(t *testing.T) *Report {
 	return r
 }
 
+// Over a second: the report comes from a real run (realReport).
 func TestReportsValidateAgainstSchema(t *testing.T) {
 	schema := loadSchema(t)
 	r := realReport(t)

@@ -9,22 +9,16 @@ import (
 	"sort"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/sluicehq/sluice/internal/metricname"
+	"github.com/sluicehq/sluice/internal/promtext"
 )
 
-// Metric names the scraper reads.
-const (
-	metricRejected     = "sluice_admission_rejected_total"
-	metricConnRejected = "sluice_connections_rejected_total"
-	metricAdmitted     = "sluice_admission_admitted_total"
-	metricCompleted    = "sluice_admission_completed_total"
-	metricInflight     = "sluice_admission_inflight"
-	metricWaiting      = "sluice_admission_waiting"
-	metricCapacity     = "sluice_admission_capacity"
-	metricHold         = "sluice_admission_hold_seconds"
-	metricCPU          = "process_cpu_seconds_total"
+// families are what the scraper reads: the names promsluice exports,
+// spelled once in internal/metricname, with the kinds listed there.
+var families = metricname.Families(
+	metricname.AdmissionRejected, metricname.ConnectionsRejected, metricname.AdmissionAdmitted,
+	metricname.AdmissionCompleted, metricname.AdmissionInflight, metricname.AdmissionWaiting,
+	metricname.AdmissionCapacity, metricname.AdmissionHold, metricname.ProcessCPUSeconds,
 )
 
 // connectionsGate is the gate name connection-level refusals are booked
@@ -71,22 +65,23 @@ func (s *scraper) scrape(ctx context.Context) *scrape {
 		io.Copy(io.Discard, resp.Body)
 		return &scrape{err: fmt.Errorf("metrics: HTTP %d", resp.StatusCode)}
 	}
-	return parseMetrics(io.LimitReader(resp.Body, 32<<20))
+	return parseMetrics(resp.Body) // promtext.Parse bounds what it reads
 }
 
 // parseMetrics reads Prometheus text exposition and keeps the sluice
-// admission rejections and the process CPU counter. A parse error is kept in
-// the result, not returned, so a bad scrape marks the window's metrics
-// without failing the run.
+// admission rejections, the gates' books and the process CPU counter,
+// under internal/promtext's rule (a NaN, infinite or negative sample in a
+// family read is an error). A parse error is kept in the result, not
+// returned, so a bad scrape marks the window's metrics without failing
+// the run.
 func parseMetrics(r io.Reader) *scrape {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
+	fams, err := promtext.Parse(r, families...)
 	if err != nil {
 		return &scrape{err: fmt.Errorf("metrics: %v", err)}
 	}
 	s := &scrape{rejected: map[rejKey]float64{}, gates: map[string]*gateReading{}}
-	gate := func(m *dto.Metric) *gateReading {
-		name := label(m, "gate")
+	gate := func(m promtext.Sample) *gateReading {
+		name := m.Labels["gate"]
 		g := s.gates[name]
 		if g == nil {
 			g = &gateReading{}
@@ -94,28 +89,25 @@ func parseMetrics(r io.Reader) *scrape {
 		}
 		return g
 	}
-	if f := fams[metricConnRejected]; f != nil {
-		for _, m := range f.GetMetric() {
-			k := rejKey{gate: connectionsGate, reason: label(m, "reason")}
-			s.rejected[k] += value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
-		}
+	for _, m := range fams[metricname.ConnectionsRejected] {
+		s.rejected[rejKey{gate: connectionsGate, reason: m.Labels["reason"]}] += m.Value
 	}
-	for _, m := range fams[metricAdmitted].GetMetric() {
-		gate(m).admitted += value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
+	for _, m := range fams[metricname.AdmissionAdmitted] {
+		gate(m).admitted += m.Value
 	}
-	for _, m := range fams[metricCompleted].GetMetric() {
-		gate(m).completed += value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
+	for _, m := range fams[metricname.AdmissionCompleted] {
+		gate(m).completed += m.Value
 	}
-	for _, m := range fams[metricHold].GetMetric() {
-		gate(m).holdSum += m.GetHistogram().GetSampleSum()
+	for _, m := range fams[metricname.AdmissionHold] {
+		gate(m).holdSum += m.Value
 	}
 	for name, dst := range map[string]func(*gateReading) **float64{
-		metricInflight: func(g *gateReading) **float64 { return &g.inflight },
-		metricWaiting:  func(g *gateReading) **float64 { return &g.waiting },
-		metricCapacity: func(g *gateReading) **float64 { return &g.capacity },
+		metricname.AdmissionInflight: func(g *gateReading) **float64 { return &g.inflight },
+		metricname.AdmissionWaiting:  func(g *gateReading) **float64 { return &g.waiting },
+		metricname.AdmissionCapacity: func(g *gateReading) **float64 { return &g.capacity },
 	} {
-		for _, m := range fams[name].GetMetric() {
-			v := value(m.GetGauge().GetValue(), m.GetUntyped().GetValue())
+		for _, m := range fams[name] {
+			v := m.Value
 			p := dst(gate(m))
 			if *p != nil {
 				v += **p
@@ -123,44 +115,14 @@ func parseMetrics(r io.Reader) *scrape {
 			*p = &v
 		}
 	}
-	if f := fams[metricRejected]; f != nil {
-		for _, m := range f.GetMetric() {
-			var k rejKey
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "gate":
-					k.gate = l.GetValue()
-				case "kind":
-					k.kind = l.GetValue()
-				case "reason":
-					k.reason = l.GetValue()
-				}
-			}
-			s.rejected[k] += value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
-		}
+	for _, m := range fams[metricname.AdmissionRejected] {
+		s.rejected[rejKey{gate: m.Labels["gate"], kind: m.Labels["kind"], reason: m.Labels["reason"]}] += m.Value
 	}
-	if f := fams[metricCPU]; f != nil && len(f.GetMetric()) > 0 {
-		m := f.GetMetric()[0]
-		v := value(m.GetCounter().GetValue(), m.GetUntyped().GetValue())
+	if cpu := fams[metricname.ProcessCPUSeconds]; len(cpu) > 0 {
+		v := cpu[0].Value
 		s.cpu = &v
 	}
 	return s
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-func value(counter, untyped float64) float64 {
-	if counter != 0 {
-		return counter
-	}
-	return untyped
 }
 
 // attribute turns two scrapes into the window's Metrics: the rejections the

@@ -258,3 +258,25 @@ func TestSynctestPacerSleepsByDensity(t *testing.T) {
 		}
 	})
 }
+
+// TestLiveProgressLines: a 1.2 s window gets one live line, at its first
+// second, counting what was sent by then; virtual time makes the count and
+// the rate exact (on a real clock a loaded machine stretched the step past
+// two seconds and drew a second line).
+func TestLiveProgressLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeServer{busy: make(chan struct{}, 1), start: time.Now(), latency: time.Millisecond}
+		var lines []Progress // appended by the live goroutine, read after runOne has joined it
+		runOne(t, context.Background(), Config{
+			Targets: []Target{{URL: "http://fake/"}}, Shape: mustShape(t, 100, 1200*time.Millisecond),
+			Workers: 1, QueueDepth: 1000, Transport: fs, coarseSleep: true,
+			Live: func(p Progress) { lines = append(lines, p) },
+		})
+		if len(lines) != 1 {
+			t.Fatalf("%d live lines in a 1.2 s window, want 1: %+v", len(lines), lines)
+		}
+		if p := lines[0]; p.Sent < 99 || p.Sent > 101 || p.Rate != float64(p.Sent) || p.OK > p.Sent || p.Elapsed > time.Second {
+			t.Errorf("progress %+v: want about 100 sent in the first second, at that rate", p)
+		}
+	})
+}

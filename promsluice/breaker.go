@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/internal/metricname"
 )
 
 // breakerMetrics is the part of Metrics that exports circuit breakers
@@ -29,10 +30,10 @@ type breakerMetrics struct {
 // newBreakerMetrics returns an empty breakerMetrics.
 func newBreakerMetrics() *breakerMetrics {
 	return &breakerMetrics{
-		state:       prometheus.NewDesc("sluice_breaker_state", "1 for the breaker's current state, 0 for the others.", []string{"breaker", "state"}, nil),
-		transitions: prometheus.NewDesc("sluice_breaker_transitions_total", "State changes, by from and to state.", []string{"breaker", "from", "to"}, nil),
-		allowed:     prometheus.NewDesc("sluice_breaker_allowed_total", "Calls the breaker let through, half-open probes included.", []string{"breaker"}, nil),
-		rejected:    prometheus.NewDesc("sluice_breaker_rejected_total", "Calls the breaker rejected.", []string{"breaker"}, nil),
+		state:       prometheus.NewDesc(metricname.BreakerState, "1 for the breaker's current state, 0 for the others.", []string{"breaker", "state"}, nil),
+		transitions: prometheus.NewDesc(metricname.BreakerTransitions, "State changes, by from and to state.", []string{"breaker", "from", "to"}, nil),
+		allowed:     prometheus.NewDesc(metricname.BreakerAllowed, "Calls the breaker let through, half-open probes included.", []string{"breaker"}, nil),
+		rejected:    prometheus.NewDesc(metricname.BreakerRejected, "Calls the breaker rejected.", []string{"breaker"}, nil),
 	}
 }
 

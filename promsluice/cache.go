@@ -1,6 +1,10 @@
 package promsluice
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/metricname"
+)
 
 // CacheStats is what CacheMetrics exports: a content cache's counters,
 // read at scrape time from the cache's own snapshot.
@@ -24,11 +28,11 @@ type CacheMetrics struct {
 func NewCacheMetrics(read func() CacheStats) *CacheMetrics {
 	return &CacheMetrics{
 		read:      read,
-		hits:      prometheus.NewDesc("sluice_cache_hits_total", "Requests answered from the cache.", nil, nil),
-		misses:    prometheus.NewDesc("sluice_cache_misses_total", "Requests that found no fresh cache entry.", nil, nil),
-		evictions: prometheus.NewDesc("sluice_cache_evictions_total", "Cache entries dropped to make room.", nil, nil),
-		entries:   prometheus.NewDesc("sluice_cache_entries", "Entries held by the cache.", nil, nil),
-		byteSum:   prometheus.NewDesc("sluice_cache_bytes", "Content bytes held by the cache.", nil, nil),
+		hits:      prometheus.NewDesc(metricname.CacheHits, "Requests answered from the cache.", nil, nil),
+		misses:    prometheus.NewDesc(metricname.CacheMisses, "Requests that found no fresh cache entry.", nil, nil),
+		evictions: prometheus.NewDesc(metricname.CacheEvictions, "Cache entries dropped to make room.", nil, nil),
+		entries:   prometheus.NewDesc(metricname.CacheEntries, "Entries held by the cache.", nil, nil),
+		byteSum:   prometheus.NewDesc(metricname.CacheBytes, "Content bytes held by the cache.", nil, nil),
 	}
 }
 

@@ -3,6 +3,7 @@ package promsluice
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/internal/metricname"
 )
 
 // ConnStatsSource is what ConnMetrics reads at scrape time;
@@ -42,16 +43,16 @@ type ConnMetrics struct {
 func NewConnMetrics(src ConnStatsSource) *ConnMetrics {
 	return &ConnMetrics{
 		src:                 src,
-		open:                prometheus.NewDesc("sluice_connections_open", "Accepted connections not yet closed.", nil, nil),
-		max:                 prometheus.NewDesc("sluice_connections_max", "Most connections open at once before new ones are refused.", nil, nil),
-		refusing:            prometheus.NewDesc("sluice_connections_refusing", "Refused connections still being answered and closed.", nil, nil),
-		accepted:            prometheus.NewDesc("sluice_connections_accepted_total", "Connections accepted under the limit.", nil, nil),
-		rejected:            prometheus.NewDesc("sluice_connections_rejected_total", "Connections rejected with a busy reply, by reason.", []string{"reason"}, nil),
-		busyWriteErrors:     prometheus.NewDesc("sluice_connections_busy_write_errors_total", "Rejected connections whose busy reply could not be written.", nil, nil),
-		closedIdle:          prometheus.NewDesc("sluice_connections_closed_idle_total", "Keep-alive connections closed after sitting idle past the idle timeout.", nil, nil),
-		closedHeaderTimeout: prometheus.NewDesc("sluice_connections_closed_header_timeout_total", "Connections closed because request headers did not arrive within the header timeout.", nil, nil),
-		acceptErrors:        prometheus.NewDesc("sluice_accept_errors_total", "Temporary accept errors (out of file descriptors, memory), by kind.", []string{"kind"}, nil),
-		backoffs:            prometheus.NewDesc("sluice_accept_backoffs_total", "Pauses taken by the accept loop after a temporary error.", nil, nil),
+		open:                prometheus.NewDesc(metricname.ConnectionsOpen, "Accepted connections not yet closed.", nil, nil),
+		max:                 prometheus.NewDesc(metricname.ConnectionsMax, "Most connections open at once before new ones are refused.", nil, nil),
+		refusing:            prometheus.NewDesc(metricname.ConnectionsRefusing, "Refused connections still being answered and closed.", nil, nil),
+		accepted:            prometheus.NewDesc(metricname.ConnectionsAccepted, "Connections accepted under the limit.", nil, nil),
+		rejected:            prometheus.NewDesc(metricname.ConnectionsRejected, "Connections rejected with a busy reply, by reason.", []string{"reason"}, nil),
+		busyWriteErrors:     prometheus.NewDesc(metricname.ConnectionsBusyWriteErrors, "Rejected connections whose busy reply could not be written.", nil, nil),
+		closedIdle:          prometheus.NewDesc(metricname.ConnectionsClosedIdle, "Keep-alive connections closed after sitting idle past the idle timeout.", nil, nil),
+		closedHeaderTimeout: prometheus.NewDesc(metricname.ConnectionsClosedHeaderTimeout, "Connections closed because request headers did not arrive within the header timeout.", nil, nil),
+		acceptErrors:        prometheus.NewDesc(metricname.AcceptErrors, "Temporary accept errors (out of file descriptors, memory), by kind.", []string{"kind"}, nil),
+		backoffs:            prometheus.NewDesc(metricname.AcceptBackoffs, "Pauses taken by the accept loop after a temporary error.", nil, nil),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/metricname"
 	"github.com/sluicehq/sluice/pool"
 )
 
@@ -58,30 +59,30 @@ func NewMetrics() *Metrics {
 		retries:  newRetryMetrics(),
 		pools:    newPoolMetrics(),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sluice_admission_wait_seconds",
+			Name:    metricname.AdmissionWait,
 			Help:    "Time callers spent queued for a slot, admitted or not.",
 			Buckets: DefaultLatencyBuckets,
 		}, []string{"gate", "kind"}),
 		hold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sluice_admission_hold_seconds",
+			Name:    metricname.AdmissionHold,
 			Help:    "Time admitted work held its slot (dropped work is not sampled).",
 			Buckets: DefaultLatencyBuckets,
 		}, []string{"gate", "kind"}),
-		offered:   prometheus.NewDesc("sluice_admission_offered_total", "Attempts that reached the gate.", []string{"gate", "kind"}, nil),
-		admitted:  prometheus.NewDesc("sluice_admission_admitted_total", "Attempts that got a slot.", []string{"gate", "kind"}, nil),
-		rejected:  prometheus.NewDesc("sluice_admission_rejected_total", "Attempts rejected, by reason.", []string{"gate", "kind", "reason"}, nil),
-		completed: prometheus.NewDesc("sluice_admission_completed_total", "Admitted work that ended, by outcome.", []string{"gate", "kind", "outcome"}, nil),
-		inflight:  prometheus.NewDesc("sluice_admission_inflight", "Admitted work not yet completed.", []string{"gate"}, nil),
-		waiting:   prometheus.NewDesc("sluice_admission_waiting", "Attempts queued and not yet decided.", []string{"gate"}, nil),
-		capacity:  prometheus.NewDesc("sluice_admission_capacity", "Slots the gate has.", []string{"gate"}, nil),
-		peak:      prometheus.NewDesc("sluice_admission_peak_in_use", "Most slots ever held at once.", []string{"gate"}, nil),
-		misuse:    prometheus.NewDesc("sluice_admission_misuse_total", "Permits ended more than once (the extra ends freed nothing).", []string{"gate"}, nil),
-		oldestWait: prometheus.NewDesc("sluice_admission_oldest_wait_seconds",
+		offered:   prometheus.NewDesc(metricname.AdmissionOffered, "Attempts that reached the gate.", []string{"gate", "kind"}, nil),
+		admitted:  prometheus.NewDesc(metricname.AdmissionAdmitted, "Attempts that got a slot.", []string{"gate", "kind"}, nil),
+		rejected:  prometheus.NewDesc(metricname.AdmissionRejected, "Attempts rejected, by reason.", []string{"gate", "kind", "reason"}, nil),
+		completed: prometheus.NewDesc(metricname.AdmissionCompleted, "Admitted work that ended, by outcome.", []string{"gate", "kind", "outcome"}, nil),
+		inflight:  prometheus.NewDesc(metricname.AdmissionInflight, "Admitted work not yet completed.", []string{"gate"}, nil),
+		waiting:   prometheus.NewDesc(metricname.AdmissionWaiting, "Attempts queued and not yet decided.", []string{"gate"}, nil),
+		capacity:  prometheus.NewDesc(metricname.AdmissionCapacity, "Slots the gate has.", []string{"gate"}, nil),
+		peak:      prometheus.NewDesc(metricname.AdmissionPeakInUse, "Most slots ever held at once.", []string{"gate"}, nil),
+		misuse:    prometheus.NewDesc(metricname.AdmissionMisuse, "Permits ended more than once (the extra ends freed nothing).", []string{"gate"}, nil),
+		oldestWait: prometheus.NewDesc(metricname.AdmissionOldestWait,
 			"How long the oldest caller still queued has waited (0: nobody queued). A value that keeps growing means the queue is not moving.", []string{"gate"}, nil),
-		classAdmitted: prometheus.NewDesc("sluice_admission_class_admitted_total", "Attempts that got a slot, by priority class (exported once a gate sees a class other than the default).", []string{"gate", "class"}, nil),
-		classRejected: prometheus.NewDesc("sluice_admission_class_rejected_total", "Attempts rejected, by priority class and reason.", []string{"gate", "class", "reason"}, nil),
-		classInUse:    prometheus.NewDesc("sluice_admission_class_in_use", "Slots held, by priority class.", []string{"gate", "class"}, nil),
-		classWaiting:  prometheus.NewDesc("sluice_admission_class_waiting", "Attempts queued, by priority class.", []string{"gate", "class"}, nil),
+		classAdmitted: prometheus.NewDesc(metricname.AdmissionClassAdmitted, "Attempts that got a slot, by priority class (exported once a gate sees a class other than the default).", []string{"gate", "class"}, nil),
+		classRejected: prometheus.NewDesc(metricname.AdmissionClassRejected, "Attempts rejected, by priority class and reason.", []string{"gate", "class", "reason"}, nil),
+		classInUse:    prometheus.NewDesc(metricname.AdmissionClassInUse, "Slots held, by priority class.", []string{"gate", "class"}, nil),
+		classWaiting:  prometheus.NewDesc(metricname.AdmissionClassWaiting, "Attempts queued, by priority class.", []string{"gate", "class"}, nil),
 	}
 }
 

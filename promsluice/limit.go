@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/internal/metricname"
 	"github.com/sluicehq/sluice/limit"
 )
 
@@ -31,21 +32,21 @@ func newLimitMetrics() *limitMetrics {
 	gl := []string{"gate", "law"}
 	g := []string{"gate"}
 	return &limitMetrics{
-		capacity:   prometheus.NewDesc("sluice_limit_capacity", "Capacity the adaptive limit last set on the gate, in slots.", gl, nil),
-		latency:    prometheus.NewDesc("sluice_limit_latency_seconds", "The last window's latency measure (a quantile of hold times, or the signal).", gl, nil),
-		baseline:   prometheus.NewDesc("sluice_limit_baseline_seconds", "The law's learned unloaded latency.", gl, nil),
-		ceiling:    prometheus.NewDesc("sluice_limit_ceiling_seconds", "The SLO ceiling the limit is anchored to (0: none).", g, nil),
-		tail:       prometheus.NewDesc("sluice_limit_tail_seconds", "The last window's 99th percentile hold time (or the signal's measure).", g, nil),
-		wait:       prometheus.NewDesc("sluice_limit_queue_wait_seconds", "The queue's wait counted against the SLO: the oldest waiter's age as the window closed, if it was as old a window before.", g, nil),
-		budget:     prometheus.NewDesc("sluice_limit_budget_seconds", "What the SLO leaves the hold: the SLO less the queue's wait, at least half of it (0: no SLO).", g, nil),
-		overload:   prometheus.NewDesc("sluice_limit_overload", "1 if the last window was above the SLO ceiling.", g, nil),
-		episode:    prometheus.NewDesc("sluice_limit_episode", "1 while an overload episode is under way.", g, nil),
-		decisions:  prometheus.NewDesc("sluice_limit_decisions_total", "Windows judged, by decision.", []string{"gate", "decision"}, nil),
-		windows:    prometheus.NewDesc("sluice_limit_windows_total", "Windows judged.", g, nil),
-		rampActive: prometheus.NewDesc("sluice_limit_ramp_active", "1 while capacity is recovering in steps after an episode.", g, nil),
-		rampLevel:  prometheus.NewDesc("sluice_limit_ramp_level", "The recovery ramp's current step (0 is the episode's floor).", g, nil),
-		rampSteps:  prometheus.NewDesc("sluice_limit_ramp_steps", "Steps from the floor to the pre-episode capacity.", g, nil),
-		rampTarget: prometheus.NewDesc("sluice_limit_ramp_target", "The capacity the ramp climbs to, in slots.", g, nil),
+		capacity:   prometheus.NewDesc(metricname.LimitCapacity, "Capacity the adaptive limit last set on the gate, in slots.", gl, nil),
+		latency:    prometheus.NewDesc(metricname.LimitLatency, "The last window's latency measure (a quantile of hold times, or the signal).", gl, nil),
+		baseline:   prometheus.NewDesc(metricname.LimitBaseline, "The law's learned unloaded latency.", gl, nil),
+		ceiling:    prometheus.NewDesc(metricname.LimitCeiling, "The SLO ceiling the limit is anchored to (0: none).", g, nil),
+		tail:       prometheus.NewDesc(metricname.LimitTail, "The last window's 99th percentile hold time (or the signal's measure).", g, nil),
+		wait:       prometheus.NewDesc(metricname.LimitQueueWait, "The queue's wait counted against the SLO: the oldest waiter's age as the window closed, if it was as old a window before.", g, nil),
+		budget:     prometheus.NewDesc(metricname.LimitBudget, "What the SLO leaves the hold: the SLO less the queue's wait, at least half of it (0: no SLO).", g, nil),
+		overload:   prometheus.NewDesc(metricname.LimitOverload, "1 if the last window was above the SLO ceiling.", g, nil),
+		episode:    prometheus.NewDesc(metricname.LimitEpisode, "1 while an overload episode is under way.", g, nil),
+		decisions:  prometheus.NewDesc(metricname.LimitDecisions, "Windows judged, by decision.", []string{"gate", "decision"}, nil),
+		windows:    prometheus.NewDesc(metricname.LimitWindows, "Windows judged.", g, nil),
+		rampActive: prometheus.NewDesc(metricname.LimitRampActive, "1 while capacity is recovering in steps after an episode.", g, nil),
+		rampLevel:  prometheus.NewDesc(metricname.LimitRampLevel, "The recovery ramp's current step (0 is the episode's floor).", g, nil),
+		rampSteps:  prometheus.NewDesc(metricname.LimitRampSteps, "Steps from the floor to the pre-episode capacity.", g, nil),
+		rampTarget: prometheus.NewDesc(metricname.LimitRampTarget, "The capacity the ramp climbs to, in slots.", g, nil),
 	}
 }
 

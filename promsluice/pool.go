@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/metricname"
 	"github.com/sluicehq/sluice/pool"
 )
 
@@ -53,27 +54,27 @@ func newPoolMetrics() *poolMetrics {
 	}
 	return &poolMetrics{
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sluice_pool_queue_wait_seconds",
+			Name:    metricname.PoolQueueWait,
 			Help:    "Time tasks spent queued before a worker took them (tasks handed over at once are not sampled).",
 			Buckets: DefaultLatencyBuckets,
 		}, []string{"pool"}),
 		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sluice_pool_run_seconds",
+			Name:    metricname.PoolRun,
 			Help:    "Time tasks ran (dropped tasks are not sampled).",
 			Buckets: DefaultLatencyBuckets,
 		}, []string{"pool"}),
-		offered:    desc("sluice_pool_offered_total", "Tasks submitted to the pool."),
-		admitted:   desc("sluice_pool_admitted_total", "Tasks accepted: started, queued or run by the caller."),
-		rejected:   desc("sluice_pool_rejected_total", "Tasks rejected, by reason (tasks dropped by Discard count as queue_full).", "reason"),
-		completed:  desc("sluice_pool_completed_total", "Accepted tasks that ended, by outcome (dropped: never ran).", "outcome"),
-		dropped:    desc("sluice_pool_dropped_total", "Tasks that never ran, by why: discarded, evicted, expired, closed.", "drop"),
-		callerRuns: desc("sluice_pool_caller_runs_total", "Tasks run on the submitting goroutine (WhenFull CallerRuns)."),
-		workers:    desc("sluice_pool_workers", "Worker goroutines alive."),
-		maxWorkers: desc("sluice_pool_workers_max", "Most workers the pool may have."),
-		running:    desc("sluice_pool_running", "Tasks running now, on workers or callers."),
-		queued:     desc("sluice_pool_queued", "Accepted tasks waiting for a worker."),
-		queueCap:   desc("sluice_pool_queue_capacity", "Tasks the queue may hold (-1: unbounded)."),
-		oldest:     desc("sluice_pool_oldest_queued_seconds", "How long the task at the head of the queue has waited."),
+		offered:    desc(metricname.PoolOffered, "Tasks submitted to the pool."),
+		admitted:   desc(metricname.PoolAdmitted, "Tasks accepted: started, queued or run by the caller."),
+		rejected:   desc(metricname.PoolRejected, "Tasks rejected, by reason (tasks dropped by Discard count as queue_full).", "reason"),
+		completed:  desc(metricname.PoolCompleted, "Accepted tasks that ended, by outcome (dropped: never ran).", "outcome"),
+		dropped:    desc(metricname.PoolDropped, "Tasks that never ran, by why: discarded, evicted, expired, closed.", "drop"),
+		callerRuns: desc(metricname.PoolCallerRuns, "Tasks run on the submitting goroutine (WhenFull CallerRuns)."),
+		workers:    desc(metricname.PoolWorkers, "Worker goroutines alive."),
+		maxWorkers: desc(metricname.PoolWorkersMax, "Most workers the pool may have."),
+		running:    desc(metricname.PoolRunning, "Tasks running now, on workers or callers."),
+		queued:     desc(metricname.PoolQueued, "Accepted tasks waiting for a worker."),
+		queueCap:   desc(metricname.PoolQueueCapacity, "Tasks the queue may hold (-1: unbounded)."),
+		oldest:     desc(metricname.PoolOldestQueued, "How long the task at the head of the queue has waited."),
 	}
 }
 

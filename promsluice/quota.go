@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/metricname"
 	"github.com/sluicehq/sluice/quota"
 )
 
@@ -36,15 +37,15 @@ type quotaMetrics struct {
 func newQuotaMetrics() *quotaMetrics {
 	q := []string{"quota"}
 	return &quotaMetrics{
-		allowed:     prometheus.NewDesc("sluice_quota_allowed_total", "Quota decisions that admitted the request.", q, nil),
-		limited:     prometheus.NewDesc("sluice_quota_limited_total", "Quota decisions rejected with reason rate (HTTP 429).", q, nil),
-		rejected:    prometheus.NewDesc("sluice_quota_rejected_total", "Quota decisions rejected for a reason other than rate.", []string{"quota", "reason"}, nil),
-		keys:        prometheus.NewDesc("sluice_quota_keys", "Keys in the quota's table.", q, nil),
-		maxKeys:     prometheus.NewDesc("sluice_quota_max_keys", "Bound of the quota's key table.", q, nil),
-		evictions:   prometheus.NewDesc("sluice_quota_evictions_total", "Keys dropped from the quota's table.", []string{"quota", "cause"}, nil),
-		mode:        prometheus.NewDesc("sluice_quota_mode", "1 for the mode the quota decides in now.", []string{"quota", "mode"}, nil),
-		fallbacks:   prometheus.NewDesc("sluice_quota_fallback_decisions_total", "Fleet quota decisions made by the fallback.", q, nil),
-		storeErrors: prometheus.NewDesc("sluice_quota_store_errors_total", "Fleet quota store calls that failed or timed out.", q, nil),
+		allowed:     prometheus.NewDesc(metricname.QuotaAllowed, "Quota decisions that admitted the request.", q, nil),
+		limited:     prometheus.NewDesc(metricname.QuotaLimited, "Quota decisions rejected with reason rate (HTTP 429).", q, nil),
+		rejected:    prometheus.NewDesc(metricname.QuotaRejected, "Quota decisions rejected for a reason other than rate.", []string{"quota", "reason"}, nil),
+		keys:        prometheus.NewDesc(metricname.QuotaKeys, "Keys in the quota's table.", q, nil),
+		maxKeys:     prometheus.NewDesc(metricname.QuotaMaxKeys, "Bound of the quota's key table.", q, nil),
+		evictions:   prometheus.NewDesc(metricname.QuotaEvictions, "Keys dropped from the quota's table.", []string{"quota", "cause"}, nil),
+		mode:        prometheus.NewDesc(metricname.QuotaMode, "1 for the mode the quota decides in now.", []string{"quota", "mode"}, nil),
+		fallbacks:   prometheus.NewDesc(metricname.QuotaFallbackDecisions, "Fleet quota decisions made by the fallback.", q, nil),
+		storeErrors: prometheus.NewDesc(metricname.QuotaStoreErrors, "Fleet quota store calls that failed or timed out.", q, nil),
 	}
 }
 

@@ -122,6 +122,8 @@ func ExampleMetrics_Add() {
 // TestRefusalsScrapedWhileCounting gathers while refusals are counted and
 // sources are added from other goroutines: every scrape succeeds (no
 // duplicate series) and the exported count never goes down.
+// Over a second under -race: 200 full gathers of a pedantic registry while
+// other goroutines count and add sources.
 func TestRefusalsScrapedWhileCounting(t *testing.T) {
 	gm := promsluice.NewMetrics()
 	reg := prometheus.NewPedanticRegistry()

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/internal/metricname"
 	"github.com/sluicehq/sluice/retry"
 )
 
@@ -35,14 +36,14 @@ type retryMetrics struct {
 func newRetryMetrics() *retryMetrics {
 	l := []string{"policy"}
 	return &retryMetrics{
-		attempts:    prometheus.NewDesc("sluice_retry_attempts_total", "Attempts sent to the upstream, first attempts included.", l, nil),
-		retries:     prometheus.NewDesc("sluice_retry_retries_total", "Retries decided (each followed by a wait and an attempt unless the caller left).", l, nil),
-		budget:      prometheus.NewDesc("sluice_retry_budget_exhausted_total", "Retries wanted but rejected because the retry budget was spent.", l, nil),
-		throttled:   prometheus.NewDesc("sluice_retry_throttled_total", "Attempts rejected locally by adaptive client throttling.", l, nil),
-		retryAfter:  prometheus.NewDesc("sluice_retry_retry_after_total", "Server wait hints (Retry-After, gRPC pushback) honored, or refused (declined) because the deadline was nearer.", []string{"policy", "decision"}, nil),
-		deadline:    prometheus.NewDesc("sluice_retry_deadline_expired_total", "Attempts not started because the caller's deadline left no time.", l, nil),
-		breakerOpen: prometheus.NewDesc("sluice_retry_breaker_open_total", "Attempts rejected by the policy's circuit breaker.", l, nil),
-		noRetry:     prometheus.NewDesc("sluice_retry_no_retry_signal_total", "Refusals that carried the do-not-retry signal.", l, nil),
+		attempts:    prometheus.NewDesc(metricname.RetryAttempts, "Attempts sent to the upstream, first attempts included.", l, nil),
+		retries:     prometheus.NewDesc(metricname.RetryRetries, "Retries decided (each followed by a wait and an attempt unless the caller left).", l, nil),
+		budget:      prometheus.NewDesc(metricname.RetryBudgetExhausted, "Retries wanted but rejected because the retry budget was spent.", l, nil),
+		throttled:   prometheus.NewDesc(metricname.RetryThrottled, "Attempts rejected locally by adaptive client throttling.", l, nil),
+		retryAfter:  prometheus.NewDesc(metricname.RetryRetryAfter, "Server wait hints (Retry-After, gRPC pushback) honored, or refused (declined) because the deadline was nearer.", []string{"policy", "decision"}, nil),
+		deadline:    prometheus.NewDesc(metricname.RetryDeadlineExpired, "Attempts not started because the caller's deadline left no time.", l, nil),
+		breakerOpen: prometheus.NewDesc(metricname.RetryBreakerOpen, "Attempts rejected by the policy's circuit breaker.", l, nil),
+		noRetry:     prometheus.NewDesc(metricname.RetryNoRetrySignal, "Refusals that carried the do-not-retry signal.", l, nil),
 	}
 }
 

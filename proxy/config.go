@@ -17,7 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/breaker"
-	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/queuerules"
+	"github.com/sluicehq/sluice/internal/quotakey"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/quota/redisquota"
@@ -221,7 +222,7 @@ func (l Limit) Adaptive() bool { return l.Law != "" && l.Law != "fixed" }
 
 // Queueing says how a gate's queue is ordered and which requests it sheds
 // first, with the meaning `sluice serve` gives its --queue-discipline,
-// --priority-header and --class-share (httpgate.QueueRules checks both).
+// --priority-header and --class-share (one checker serves both).
 // The zero value is a FIFO queue with every request in the default class,
 // critical.
 type Queueing struct {
@@ -240,9 +241,9 @@ type Queueing struct {
 	ClassShares []string `json:"class_shares,omitempty"`
 }
 
-func (q Queueing) compile(queue int) (httpgate.Compiled, error) {
-	return httpgate.QueueRules{Discipline: q.Discipline, PriorityHeader: q.PriorityHeader, ClassShares: q.ClassShares}.
-		Compile(queue, httpgate.RuleNames{Discipline: "queue_discipline", PriorityHeader: "priority_header", ClassShares: "class_shares", Queue: "queue"})
+func (q Queueing) compile(queue int) (queuerules.Compiled, error) {
+	return queuerules.Rules{Discipline: q.Discipline, PriorityHeader: q.PriorityHeader, ClassShares: q.ClassShares}.
+		Compile(queue, queuerules.Names{Discipline: "queue_discipline", PriorityHeader: "priority_header", ClassShares: "class_shares", Queue: "queue"})
 }
 
 // Route is a per-route rule, the unit of the proxy's config file.
@@ -519,8 +520,8 @@ func (rt *Route) check() error {
 		if max(rt.Cost, 1) > burst {
 			return fmt.Errorf("cost %d exceeds quota burst %d, so no request could pass", rt.Cost, burst)
 		}
-		if _, err := keyHeader(q.Key); err != nil {
-			return err
+		if _, err := quotakey.Parse(q.Key); q.Key != "" && err != nil {
+			return fmt.Errorf("quota key %q: %v", q.Key, err)
 		}
 		if q.Scope != "" && q.Scope != ScopeLocal && q.Scope != ScopeFleet {
 			return fmt.Errorf("quota scope %q: want local or fleet", q.Scope)
@@ -556,18 +557,6 @@ func (l Limit) check(capacity int64) error {
 		return fmt.Errorf("limit_min %d above the ceiling %d", l.Min, hi)
 	}
 	return nil
-}
-
-// keyHeader parses a quota key: "" or "ip" gives "", "header:X" gives X.
-func keyHeader(k string) (string, error) {
-	if k == "" || k == "ip" {
-		return "", nil
-	}
-	name, ok := strings.CutPrefix(k, "header:")
-	if !ok || !httpguts.ValidHeaderFieldName(name) {
-		return "", fmt.Errorf("quota key %q: want ip or header:<Header-Name>", k)
-	}
-	return name, nil
 }
 
 func validMethod(m string) bool {

@@ -97,7 +97,7 @@
 // (critical_plus, critical, sheddable_plus, sheddable) from a header: under
 // pressure lower classes are refused first (reason shed), and class shares
 // keep a minimum for a class. These mean what `sluice serve`'s flags mean:
-// httpgate.QueueRules checks both. A request's class comes from its
+// one checker serves both. A request's class comes from its
 // route's priority header, or else from the upstream gate's.
 //
 // A route quota is local (this process's buckets) or, with

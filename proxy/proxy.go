@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/breaker"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/quotakey"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/quota/redisquota"
@@ -268,7 +269,7 @@ func (p *Proxy) newRoute(rc Route, keep *route) (*route, error) {
 		} else if err := p.newRouteQuota(rt); err != nil {
 			return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 		}
-		name, _ := keyHeader(q.Key)
+		name, _ := quotakey.Parse(q.Key) // checked: "" (and "ip") key on the client's address
 		rt.key = httpgate.ClientIPKey(cfg.TrustedProxies)
 		if name != "" {
 			rt.key = httpgate.HeaderKey(name)

@@ -257,8 +257,9 @@ func (q *Quota) AllowN(key string, cost int) error { return q.AllowNAt(key, cost
 // time now, or refuses. A refusal is a *admit.RejectedError with reason
 // rate whose RetryAfter is when the bucket will hold cost tokens, or reason
 // full when the key is new, the table is full and WhenFull is RefuseNew.
-// A cost above the burst returns ErrCostOverBurst. For a known key that is
-// admitted it allocates nothing.
+// A cost above the burst returns ErrCostOverBurst. A now earlier than the
+// key's last decision is read as that decision's time: a bucket's time
+// never goes back. For a known key that is admitted it allocates nothing.
 func (q *Quota) AllowNAt(key string, cost int, now time.Time) error {
 	_, err := q.decide(key, cost, now, false)
 	return err
@@ -291,6 +292,13 @@ func (q *Quota) decide(key string, cost int, now time.Time, wantState bool) (Dec
 		s.mu.Unlock()
 		q.observe(Event{Quota: q.name, Cost: cost, Reason: admit.ReasonFull})
 		return Decision{}, q.fullErr
+	}
+	// Decisions on one key must see time move forward: Allow reads the
+	// clock before it waits for the lock, so a decision can arrive with an
+	// earlier time than the one before it, and x/time/rate would move its
+	// bucket back to that time and credit the same interval again.
+	if last := q.epoch.Add(time.Duration(e.lastUsed)); now.Before(last) {
+		now = last
 	}
 	if e.lim.AllowN(now, cost) {
 		s.allowed++

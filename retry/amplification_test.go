@@ -94,7 +94,9 @@ func newHTTPTransport(t *testing.T) *http.Transport {
 // original request. With sluice's transport at every layer, only the layer
 // above the bottom retries (the others see the no-retry signal), and only
 // within its budget: the bottom sees at most 1.1× the original requests
-// plus the budget floor.
+// plus the budget floor. About 1.5 s under -race: 600 requests cross a
+// chain of real HTTP servers, enough that the budget's ratio, not its
+// floor, bounds what reaches the bottom.
 func TestAmplification(t *testing.T) {
 	const naiveRequests = 5
 	c, bottom := chain(t, func(string) http.RoundTripper {

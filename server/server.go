@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/metricname"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 )
@@ -805,8 +806,8 @@ func slogErrorLog(l *slog.Logger) *log.Logger {
 func timeoutMetrics(l *connlimit.Listener) prometheus.Collector {
 	return &timeoutCollector{
 		l:    l,
-		send: prometheus.NewDesc("sluice_connections_closed_send_timeout_total", "Connections closed because the client took no bytes of a response for the send timeout.", nil, nil),
-		body: prometheus.NewDesc("sluice_connections_closed_body_timeout_total", "Connections closed because a declared request body did not progress for the body timeout.", nil, nil),
+		send: prometheus.NewDesc(metricname.ConnectionsClosedSendTimeout, "Connections closed because the client took no bytes of a response for the send timeout.", nil, nil),
+		body: prometheus.NewDesc(metricname.ConnectionsClosedBodyTimeout, "Connections closed because a declared request body did not progress for the body timeout.", nil, nil),
 	}
 }
 

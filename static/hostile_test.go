@@ -424,6 +424,8 @@ func TestUnreadableFileSameForGETAndHEAD(t *testing.T) {
 // server's send deadline passes (set here as the server frame does); the
 // slot is released with outcome canceled although the request's context
 // was never canceled: the write error is the only sign.
+// Over a second: real socket buffers fill with a 32 MiB file before the 300
+// ms send deadline can pass.
 func TestStalledStreamIsCanceled(t *testing.T) {
 	dir := writeTree(t, map[string]string{"big.bin": strings.Repeat("s", 32<<20)})
 	h, err := static.New(static.Config{Root: dir, WorkLimit: 1})

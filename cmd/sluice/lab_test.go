@@ -107,6 +107,7 @@ func TestLabShutdownEndsHeldWork(t *testing.T) {
 // and drives it with the real curl, exactly as seed 001's walkthrough
 // does: state, a held /work, a refused /work, release, recovery, final
 // state. Every status, header and body the seed checks is checked here.
+// Seconds (3 to 8): a lab process and a dozen curl processes, one per step.
 func TestLabCurlWalkthrough(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {

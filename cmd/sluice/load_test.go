@@ -130,6 +130,7 @@ func TestLoadBadInputExitsTwoWithoutReport(t *testing.T) {
 	}
 }
 
+// Over a second: real sluice load runs whose reports are then checked.
 func TestLoadReportCheckAndExitCodes(t *testing.T) {
 	ign := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ign) }) // after the server closes
@@ -219,6 +220,7 @@ func TestLoadInterruptedWritesValidReport(t *testing.T) {
 	}
 }
 
+// Over a second: a real sluice sweep of stepped windows.
 func TestSweepPrintsCliffTable(t *testing.T) {
 	srv := okServer(t, 3)
 	out := filepath.Join(t.TempDir(), "s.json")
@@ -246,6 +248,7 @@ func TestSweepPrintsCliffTable(t *testing.T) {
 	}
 }
 
+// Over a second: real sluice load runs whose reports are drawn and merged.
 func TestReportTextHTMLAndMerge(t *testing.T) {
 	srv := okServer(t, 5)
 	dir := t.TempDir()

@@ -140,6 +140,7 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 
 // A real `sluice load` run against a server that refuses one request in
 // four; plan drain reads its report.
+// Over a second: a real sluice load run for plan to read.
 func TestPlanDrainFromLoadReport(t *testing.T) {
 	srv := okServer(t, 4)
 	out := filepath.Join(t.TempDir(), "r.json")

@@ -433,6 +433,7 @@ func TestProxyPriorityAndDisciplines(t *testing.T) {
 // TestProxyRefusalsAttributedByLoad runs `sluice load --metrics` against a
 // `sluice proxy` whose global --quota and route quota refuse: every
 // refusal in the report is attributed, to the quota its answer names.
+// About 2 s: a real sluice load run against a real sluice proxy.
 func TestProxyRefusalsAttributedByLoad(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
 	defer up.Close()
@@ -527,6 +528,7 @@ func TestProxyFleetQuotas(t *testing.T) {
 // TestProxyBreakerRefusalsAttributedByLoad: against a dead upstream the
 // breaker (and the retry policy's throttling) refuse; `sluice load
 // --metrics` attributes those refusals too.
+// About 2 s: a real sluice load run against a real sluice proxy.
 func TestProxyBreakerRefusalsAttributedByLoad(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
@@ -545,6 +547,7 @@ func TestProxyBreakerRefusalsAttributedByLoad(t *testing.T) {
 // TestProxyGateRefusalsAttributedByLoad: the route's gate and the upstream
 // gate refuse under a slow upstream; `sluice load --metrics` attributes
 // every refusal to the gate that made it.
+// About 2 s: a real sluice load run against a real sluice proxy.
 func TestProxyGateRefusalsAttributedByLoad(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {

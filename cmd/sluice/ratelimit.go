@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/internal/redisconf"
 	"github.com/sluicehq/sluice/quota/redisquota"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/server"
@@ -239,7 +240,7 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 		return fail(exitUsage, err)
 	}
 	if ropts != nil {
-		redis.SetLogger(redisLogger{logger})
+		redisconf.SetLogger(logger)
 		client := redis.NewUniversalClient(ropts)
 		defer client.Close()
 		cfg.Redis = client

@@ -16,6 +16,7 @@ import (
 // TestMergeRefusesDuplicatesAndOverwritingAnInput: the same file twice, a
 // copy of it, or --out naming an input are usage errors, and no input is
 // touched.
+// Over a second: a real sluice load run gives the report to merge.
 func TestMergeRefusesDuplicatesAndOverwritingAnInput(t *testing.T) {
 	srv := okServer(t, 0)
 	dir := t.TempDir()
@@ -126,6 +127,7 @@ func editWindowField(t *testing.T, report []byte, field string) []byte {
 
 // TestLoadPositionalURL: `sluice load http://host/ --rate R` works as in
 // hey, oha and wrk, before or after the flags; --url still works beside it.
+// Over a second: a real sluice load run per argument order.
 func TestLoadPositionalURL(t *testing.T) {
 	srv := okServer(t, 0)
 	dir := t.TempDir()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
-	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/queuerules"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/static"
@@ -28,7 +28,7 @@ type admissionOptions struct {
 
 	// set by validate and wire
 	law      limit.Law
-	queuing  httpgate.Compiled
+	queuing  queuerules.Compiled
 	adaptive *limit.Adaptive
 }
 
@@ -134,7 +134,7 @@ func (o *admissionOptions) limits() []*limit.Adaptive {
 
 // queueFlags are the queue flags `sluice serve` and `sluice proxy` share:
 // --queue-discipline, --priority-header and --class-share, checked and
-// applied by httpgate.QueueRules so both commands give them one meaning.
+// applied by internal/queuerules so both commands give them one meaning.
 type queueFlags struct {
 	discipline     string
 	priorityHeader string
@@ -149,15 +149,15 @@ func (q *queueFlags) register(fs *flag.FlagSet, gate string) {
 	fs.Var(&q.shares, "class-share", "guaranteed minimum share of the "+gate+" gate for a class, `class=fraction` (e.g. sheddable=0.1); repeat for several classes (or comma-separate them), shares sum to 1 at most")
 }
 
-// rules returns the flags as httpgate.QueueRules.
-func (q *queueFlags) rules() httpgate.QueueRules {
-	return httpgate.QueueRules{Discipline: q.discipline, PriorityHeader: q.priorityHeader, ClassShares: q.shares.raw}
+// rules returns the flags as queue rules.
+func (q *queueFlags) rules() queuerules.Rules {
+	return queuerules.Rules{Discipline: q.discipline, PriorityHeader: q.priorityHeader, ClassShares: q.shares.raw}
 }
 
 // compile checks the flags for a gate whose queue holds queue waiters;
 // errors name the flags.
-func (q *queueFlags) compile(queue int) (httpgate.Compiled, error) {
-	return q.rules().Compile(queue, httpgate.RuleNames{
+func (q *queueFlags) compile(queue int) (queuerules.Compiled, error) {
+	return q.rules().Compile(queue, queuerules.Names{
 		Discipline: "--queue-discipline", PriorityHeader: "--priority-header", ClassShares: "--class-share", Queue: "--queue",
 	})
 }

@@ -59,6 +59,8 @@ func TestServeAdmissionBadFlagsExitTwo(t *testing.T) {
 // that the disk gate got them: the class from the header is counted, the
 // adaptive limit shows in /state and /metrics, and the queue age is
 // exported under the name sluice doctor reads.
+// About 5 s: a sluice serve process under real load until its adaptive
+// limit and queue show.
 func TestServeAdmissionWired(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -104,6 +104,9 @@ func (s *runningServe) metric(t *testing.T, series string) float64 {
 //   - a GET that declares a body and never sends it is answered (408)
 //     within --body-timeout, holding no slot meanwhile;
 //   - a download aborted mid-stream is counted canceled, not ok.
+//
+// Over a second: hostile clients on real sockets against a serve process,
+// each waiting out a real timeout.
 func TestServeHostileClientsReleaseSlots(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // runs after startServe's cleanup
@@ -353,6 +356,8 @@ func (c *child) wait(t *testing.T, d time.Duration) int {
 // A second SIGTERM or SIGINT while the server drains stops it at once,
 // with a non-zero status and a log line saying what was cut. Before, the
 // second signal was swallowed and only SIGKILL ended a long drain.
+// Over a second: a serve process fills a stalled download's socket buffers
+// and starts draining before the second signal.
 func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 	c := startChild(t, 0, "serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
 		"--root", siteDir(t), "--shutdown-timeout", "1h", "--drain-delay", "0", "--send-timeout", "1h")
@@ -397,6 +402,8 @@ func TestServeSecondSignalStopsAtOnce(t *testing.T) {
 // 1,000 connections gets, every one, either service or the busy reply:
 // before, --max-conns 200 was accepted, the flood hit EMFILE, and 749
 // clients got no reply at all.
+// Over a second: a flood of 1,000 real connections on a serve process with a
+// lowered descriptor limit.
 func TestServeMaxConnsFitsTheDescriptorLimit(t *testing.T) {
 	dir := siteDir(t)
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--root", dir, "--drain-delay", "0"}

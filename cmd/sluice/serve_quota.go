@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,10 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/quotakey"
+	"github.com/sluicehq/sluice/internal/redisconf"
 	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/quota/redisquota"
 )
@@ -64,7 +62,7 @@ func parseQuotaSpec(s string) (quotaSpec, error) {
 		case "max-keys":
 			q.maxKeys, err = parseCount(val)
 		case "key":
-			q.keyHeader, err = parseKey(val)
+			q.keyHeader, err = quotakey.Parse(val)
 		case "cost":
 			err = q.parseCost(val)
 		default:
@@ -134,17 +132,6 @@ func parseCount(v string) (int, error) {
 		return 0, fmt.Errorf("want a whole number from 1 to %d", maxBurst)
 	}
 	return n, nil
-}
-
-func parseKey(v string) (string, error) {
-	if v == "ip" {
-		return "", nil
-	}
-	name, ok := strings.CutPrefix(v, "header:")
-	if !ok || !httpguts.ValidHeaderFieldName(name) {
-		return "", errors.New("want key=ip or key=header:<Header-Name>")
-	}
-	return name, nil
 }
 
 func (q *quotaSpec) parseCost(v string) error {
@@ -377,20 +364,10 @@ func (o *quotaOptions) fleet(logger *slog.Logger) (*redisquota.Config, error) {
 	if o.redisURL == "" {
 		return nil, nil
 	}
-	opts, err := redis.ParseURL(o.redisURL)
+	client, err := redisconf.NewClient(o.redisURL, o.timeout, logger)
 	if err != nil {
 		return nil, fmt.Errorf("--quota-redis %q: %v", o.redisURL, err)
 	}
-	// Fail fast: a dead Redis must reach the breaker, not be retried.
-	opts.MaxRetries = -1
-	opts.DialTimeout = max(o.timeout, 100*time.Millisecond)
-	opts.ContextTimeoutEnabled = true
-	// go-redis logs pool errors (every failed dial while Redis is
-	// down) through a process-wide logger that writes to stderr;
-	// send them to ours at debug level instead: the breaker and the
-	// quota's own warnings already say what matters.
-	redis.SetLogger(redisLogger{logger})
-	client := redis.NewClient(opts)
 	o.closers = append(o.closers, func() { _ = client.Close() })
 	o.fleetCfg = &redisquota.Config{Client: client, Mode: mode, Fallback: fail, Instances: o.instances, Timeout: o.timeout, Logger: logger}
 	return o.fleetCfg, nil
@@ -408,15 +385,6 @@ func (o *quotaOptions) state(name string, f func() any) {
 func (o *quotaOptions) close() {
 	for _, c := range o.closers {
 		c()
-	}
-}
-
-// redisLogger adapts go-redis's internal logging to slog at debug level.
-type redisLogger struct{ l *slog.Logger }
-
-func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	if r.l != nil {
-		r.l.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 	}
 }
 

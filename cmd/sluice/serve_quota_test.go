@@ -269,6 +269,8 @@ func startServe(t *testing.T, bin string, args ...string) (addr, admin string) {
 // one quota through a real redis-server. Clients hammer all three with one
 // API key; over the run the total admitted stays within the quota (burst
 // + rate x elapsed, plus 3 leases in lease mode).
+// 6 to 10 s: three sluice serve processes and a redis-server, hammered in
+// each spending mode.
 func TestServeFleetQuotaThreeProcesses(t *testing.T) {
 	srv := redistest.Start(t)
 	bin := buildSluice(t)

@@ -99,6 +99,8 @@ func TestServeTLSFlags(t *testing.T) {
 
 // The driver reaches a TLS server with a self-signed certificate only when
 // told to (--insecure), over HTTP/2 and HTTP/1.1 alike.
+// Over a second: real sluice load runs against a TLS serve process, over HTTP/2
+// and HTTP/1.1.
 func TestLoadInsecureAgainstTLSServe(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, _ := selfSigned(t, dir)
@@ -128,6 +130,8 @@ func TestLoadInsecureAgainstTLSServe(t *testing.T) {
 
 // sluice proxy takes serve's TLS flags: HTTP/2 over TLS in front of a
 // plain upstream.
+// Over a second: a TLS proxy process in front of a real upstream, asked
+// over HTTP/2.
 func TestProxyOverTLS(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "hello from upstream")

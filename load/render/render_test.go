@@ -54,7 +54,9 @@ func (s *gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // run drives a short stepped load (two windows, two steps each) at a real
-// server and returns the report.
+// server and returns the report. It runs on the real clock for about a
+// second, so every test that draws from one takes that long: the report
+// must come from a real run, scrapes and all.
 func run(t *testing.T, s *gated, kind string, steps ...load.Config) *load.Report {
 	t.Helper()
 	srv := httptest.NewServer(s)
@@ -82,6 +84,7 @@ func run(t *testing.T, s *gated, kind string, steps ...load.Config) *load.Report
 	return r
 }
 
+// Over a second: it draws a real run (see run).
 func TestTextLeadsWithOKLatencyAndNamesWaits(t *testing.T) {
 	r := run(t, &gated{}, "load")
 	var b bytes.Buffer
@@ -111,6 +114,7 @@ func TestTextLeadsWithOKLatencyAndNamesWaits(t *testing.T) {
 	}
 }
 
+// Over a second: it draws a real run (see run).
 func TestTextSaysWhatTheMetricsLack(t *testing.T) {
 	r := run(t, &gated{noCPU: true}, "load")
 	var b bytes.Buffer

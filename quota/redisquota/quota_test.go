@@ -14,12 +14,13 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/quota"
 )
 
 func TestExactRetryAfterFromRedis(t *testing.T) {
 	_, c := startRedis(t)
-	q := mustNew(t, Config{Name: "api", Rate: 10, Burst: 5, Client: c})
+	q := mustNew(t, Config{Name: "api", Rate: 10, Burst: 5, Client: c, Timeout: loadedTimeout})
 	ctx := context.Background()
 	for i := range 5 {
 		d, err := q.Decide(ctx, "k", 1)
@@ -72,6 +73,16 @@ func hammer(qs []*Quota, key string, d time.Duration) (admitted int64, elapsed t
 // tests are about the shared bucket, not the fallback.
 const loadedTimeout = 2 * time.Second
 
+// offered is how many decisions the quotas were asked for.
+func offered(qs []*Quota) float64 {
+	var n uint64
+	for _, q := range qs {
+		s := q.Stats()
+		n += s.Allowed + s.Limited + s.RejectedFull + s.RejectedStore
+	}
+	return float64(n)
+}
+
 // fallbacks is how many decisions the quotas made without Redis (each
 // may admit outside the shared bucket); normally zero.
 func fallbacks(qs []*Quota) float64 {
@@ -94,8 +105,10 @@ func TestExactSharedByInstances(t *testing.T) {
 	if float64(got) > bound {
 		t.Fatalf("three instances admitted %d in %v, the shared bound is %.0f", got, el, bound)
 	}
-	if float64(got) < 0.5*bound {
-		t.Fatalf("admitted %d in %v: far below the quota %.0f, the instances are not sharing it well", got, el, bound)
+	// The floor is judged against what the quota could admit: the bound,
+	// or fewer when a loaded machine offered fewer decisions than that.
+	if floor := 0.5 * min(bound, offered(qs)); float64(got) < floor {
+		t.Fatalf("admitted %d of %.0f offered in %v: far below the quota %.0f, the instances are not sharing it well", got, offered(qs), el, bound)
 	}
 }
 
@@ -266,16 +279,12 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	// On a loaded machine one call now and then passes the 50 ms timeout
-	// and falls back; the next answered call returns to fleet mode.
-	for deadline := time.Now().Add(2 * time.Second); q.State().Mode != quota.ModeFleet; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("before the kill: %+v", q.State())
-		}
-	}
+	// Before the kill, decisions are on Redis. On a loaded machine a round
+	// trip can miss the 50 ms timeout and open the breaker for its
+	// cooldown; wait for the fleet mode rather than assume it. (A longer
+	// timeout would not do: it also lets go-redis retry its dials after
+	// the kill, and the fallback comes late.)
+	testutil.Eventually(t, "fleet mode before the kill", func() bool { return q.State().Mode == quota.ModeFleet })
 	killedAt.Store(time.Now().UnixNano())
 	srv.Kill()
 	deadline := time.Now().Add(2 * time.Second)
@@ -313,6 +322,8 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 // TestSlowRedis: a paused Redis costs each caller at most the timeout;
 // after BreakerFailures timeouts the breaker opens and decisions stop
 // waiting; when Redis answers again the breaker closes.
+// Over a second: Redis is paused for 800 ms and the breaker's cooldown is
+// waited out on the real clock.
 func TestSlowRedis(t *testing.T) {
 	srv, c := startRedis(t)
 	var logs syncBuffer

@@ -143,6 +143,8 @@ func TestSlotsRenewedWhileHeld(t *testing.T) {
 
 // TestKilledHolderSlotsReturn: a process holding two of three slots is
 // killed with SIGKILL; its slots come back within the TTL.
+// About 2 s: the killed holder's slots return only after their TTL of one
+// second, on Redis's clock.
 func TestKilledHolderSlotsReturn(t *testing.T) {
 	srv, c := startRedis(t)
 	const ttl = 1000 * time.Millisecond // the helper's TTL

@@ -41,6 +41,8 @@ func runIn(t *testing.T, dir string, args ...string) (int, string) {
 	return code, out.String()
 }
 
+// TestMutantVerdicts takes seconds (up to half a minute on a loaded
+// machine): it runs go test on a scratch module once per verdict.
 func TestMutantVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go test on a scratch module")
@@ -93,6 +95,7 @@ func TestSpecValidation(t *testing.T) {
 }
 
 // An anchor written with \n applies to a file with CRLF line endings.
+// Seconds: it runs go test on a scratch module.
 func TestCRLFFileMatchesLFAnchor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go test on a scratch module")
@@ -108,7 +111,8 @@ func TestCRLFFileMatchesLFAnchor(t *testing.T) {
 	}
 }
 
-// A test that writes into the working tree fails the run.
+// A test that writes into the working tree fails the run. Seconds: it
+// runs go test on a scratch module.
 func TestWorkingTreeMustStayClean(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go test on a scratch module")
@@ -132,6 +136,7 @@ func TestWorkingTreeMustStayClean(t *testing.T) {
 
 // A mutant that makes the named test crash the binary from a goroutine it
 // started (no "--- FAIL" line is printed) still counts as killed by it.
+// Seconds: it runs go test on a scratch module.
 func TestCrashInTheNamedTestKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go test on a scratch module")

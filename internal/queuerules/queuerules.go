@@ -1,4 +1,15 @@
-package httpgate
+// Package queuerules gives the queue flags of `sluice serve` and `sluice
+// proxy` (--queue-discipline, --priority-header, --class-share) and the
+// proxy's per-route fields of the same meaning (queue_discipline,
+// priority_header, class_shares) one meaning: Rules is their text,
+// Compile checks it against the gate's queue size, with errors in the
+// caller's words for each rule (a flag name or a config field), and
+// returns what a gate and its handler need.
+//
+// It is internal: a library user sets admit.QueuePolicy and wraps a
+// handler with httpgate.ClassFromHeader directly; only text from flags and
+// config files needs this checking.
+package queuerules
 
 import (
 	"errors"
@@ -7,15 +18,17 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/httpgate"
 )
 
-// QueueRules say, as text from flags or a config file, how a gate's queue
-// is ordered and which requests it sheds first: `sluice serve`'s and
-// `sluice proxy`'s --queue-discipline, --priority-header and --class-share,
-// and the proxy's per-route rules. The zero QueueRules is a FIFO queue with
-// every request in the default class. Compile checks and applies them, so
-// every caller gives them the same meaning.
-type QueueRules struct {
+// ErrInvalid is wrapped by every error of Compile. Its text is not in
+// the errors' messages, which are the caller's words only.
+var ErrInvalid = errors.New("invalid queue rules")
+
+// Rules say, as text, how a gate's queue is ordered and which requests
+// it sheds first. The zero Rules is a FIFO queue with every request in
+// the default class.
+type Rules struct {
 	// Discipline is "fifo" (or empty), "lifo" or "codel", any case
 	// (admit.ParseDiscipline). Other than fifo needs a queue.
 	Discipline string
@@ -31,28 +44,28 @@ type QueueRules struct {
 	ClassShares []string
 }
 
-// RuleNames are the names errors give the rules and the queue size, so a
+// Names are the names errors give the rules and the queue size, so a
 // flag error names the flag (--queue-discipline) and a config error the
 // field (queue_discipline).
-type RuleNames struct {
+type Names struct {
 	Discipline, PriorityHeader, ClassShares, Queue string
 }
 
-// Compiled is QueueRules made usable: the gate's queueing and the
+// Compiled is Rules made usable: the gate's queueing and the
 // middleware that puts each request's class in its context.
 type Compiled struct {
 	// Policy is for admit.Gate.SetQueueing (or admit.Config.Queueing);
 	// ContextClass is set when a header gives classes.
 	Policy admit.Queueing
 	// Classify puts the header's class in the request's context (see
-	// ClassFromHeader); nil without a PriorityHeader.
+	// httpgate.ClassFromHeader); nil without a PriorityHeader.
 	Classify func(http.Handler) http.Handler
 }
 
 // Compile checks the rules for a gate whose queue holds queue waiters and
 // returns them compiled. Every problem is reported (errors.Join), each
-// naming its rule with names, and wraps ErrInvalidConfig.
-func (q QueueRules) Compile(queue int, names RuleNames) (Compiled, error) {
+// naming its rule with names, and wraps ErrInvalid.
+func (q Rules) Compile(queue int, names Names) (Compiled, error) {
 	var c Compiled
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, ruleError(fmt.Sprintf(format, a...))) }
@@ -67,7 +80,7 @@ func (q QueueRules) Compile(queue int, names RuleNames) (Compiled, error) {
 		c.Policy.Discipline = d
 	}
 	if q.PriorityHeader != "" {
-		classify, err := ClassFromHeader(q.PriorityHeader)
+		classify, err := httpgate.ClassFromHeader(q.PriorityHeader)
 		switch {
 		case err != nil:
 			bad("%s %q: not a valid header name", names.PriorityHeader, q.PriorityHeader)
@@ -95,9 +108,9 @@ func (q QueueRules) Compile(queue int, names RuleNames) (Compiled, error) {
 	return c, nil
 }
 
-// ruleError is a QueueRules error: it wraps ErrInvalidConfig without
-// repeating its text, so the message is the caller's words only.
+// ruleError is a Rules error: it wraps ErrInvalid without repeating its
+// text, so the message is the caller's words only.
 type ruleError string
 
 func (e ruleError) Error() string { return string(e) }
-func (e ruleError) Unwrap() error { return ErrInvalidConfig }
+func (e ruleError) Unwrap() error { return ErrInvalid }
