@@ -35,6 +35,12 @@ var testEngine = "net"
 // test.
 func front(t *testing.T, p *Proxy) (string, *http.Client) {
 	t.Helper()
+	return frontOn(t, p, testEngine)
+}
+
+// frontOn is front on the named engine ("net" or "fast").
+func frontOn(t *testing.T, p *Proxy, eng string) (string, *http.Client) {
+	t.Helper()
 	tr := &http.Transport{}
 	closeGates := func() {
 		for _, g := range p.Gates() {
@@ -42,7 +48,7 @@ func front(t *testing.T, p *Proxy) (string, *http.Client) {
 		}
 		p.Close()
 	}
-	if testEngine == "fast" {
+	if eng == "fast" {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
