@@ -31,7 +31,9 @@
 //     Connection: close, before any handler sees the request, and the
 //     connection closes after a bounded linger. FuzzParseHead checks the
 //     parser against net/http's: whatever the engine accepts, net/http
-//     accepts and reads the same way.
+//     accepts and reads the same way; the request matrix and smuggling
+//     attacks of internal/httpmatrix are diffed against net/http here and,
+//     for what an upstream receives, through the proxy.
 //   - conn, the connection loop: one goroutine per connection, a 4 KiB
 //     read buffer (grown only for a large head), answers gathered in one
 //     write buffer and flushed when no pipelined request is waiting, after
