@@ -6,7 +6,9 @@
 # closed-loop flood on it (wrk -c$FLOOD_CONNS, as fast as the proxy
 # answers) is almost all refused. Beside it a probe of admitted work,
 # /probe at a fixed rate through the upstream gate (`sluice load --rate
-# $PROBE_RATE`), whose success and p99 are what the flood costs it. On
+# $PROBE_RATE`), whose success and p99 are what the flood costs it (a
+# probe request is refused when its arrivals bunch past the upstream
+# gate's 16 slots, or times out after 2 s; both are counted). On
 # sluice's engine (--engine fast) and on net/http (--engine net), in
 # interleaved rounds.
 #
@@ -64,7 +66,7 @@ start_proxy() {
 machine_line
 echo "flood: wrk -t1 -c$FLOOD_CONNS on /flood (a route gate of one slot); probe: sluice load --rate $PROBE_RATE on /probe; $DURATION, $ROUNDS interleaved rounds"
 echo
-printf '%-6s %5s %12s %10s %9s %10s\n' engine round refusals/s probe_ok% probe_p99 cpu_us/ans
+printf '%-6s %5s %12s %10s %10s %10s %9s %10s\n' engine round refusals/s probe_ok% probe_503% probe_err% probe_p99 cpu_us/ans
 declare -A OK P99 CPU
 for round in $(seq 1 "$ROUNDS"); do
 	for eng in fast net; do
@@ -89,11 +91,12 @@ bad = re.search(r"Non-2xx or 3xx responses: (\d+)", flood)
 refused = int(bad.group(1)) if bad else 0
 answers = n + c["ok"] + c["refused"]
 cpu = int(sys.argv[3]) / int(sys.argv[4]) * 1e6 / max(answers, 1)
-print(f'{refused/secs:.0f} {100*c["ok"]/max(c["sent"],1):.1f} {w["latency"]["ok_response_time"].get("p99_ms", 0):.1f} {cpu:.1f}')
+sent = max(c["sent"], 1)
+print(f'{refused/secs:.0f} {100*c["ok"]/sent:.1f} {100*c["refused"]/sent:.1f} {100*(c["transport_error"]+c["http_error"])/sent:.1f} {w["latency"]["ok_response_time"].get("p99_ms", 0):.1f} {cpu:.1f}')
 PY
 )
-		read -r rps okp p99 cpu <<<"$line"
-		printf '%-6s %5d %12s %10s %9s %10s\n' "$eng" "$round" "$rps" "$okp" "$p99" "$cpu"
+		read -r rps okp refp errp p99 cpu <<<"$line"
+		printf '%-6s %5d %12s %10s %10s %10s %9s %10s\n' "$eng" "$round" "$rps" "$okp" "$refp" "$errp" "$p99" "$cpu"
 		OK[$eng]="${OK[$eng]:-} $okp"
 		P99[$eng]="${P99[$eng]:-} $p99"
 		CPU[$eng]="${CPU[$eng]:-} $cpu"
