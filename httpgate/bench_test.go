@@ -3,6 +3,7 @@ package httpgate_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 
 	"github.com/sluicehq/sluice/admit"
@@ -65,4 +66,28 @@ func BenchmarkWriteRefusal(b *testing.B) {
 		clear(w.h)
 		httpgate.WriteRefusal(w, req, err)
 	}
+}
+
+// The client-address key in both forms: over an *http.Request, and over
+// Fields as a front end without one calls it (no allocation but the
+// key's own string).
+func BenchmarkKeyClientIP(b *testing.B) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.1.2.3:4567"
+	r.Header.Set("X-Forwarded-For", "198.51.100.7, 10.2.2.2")
+	b.Run("KeyFunc", func(b *testing.B) {
+		key := httpgate.KeyClientIP(trusted)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = key(r)
+		}
+	})
+	b.Run("RequestKey", func(b *testing.B) {
+		key := httpgate.ClientIPKey(trusted)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = key(r.RemoteAddr, r.Header)
+		}
+	})
 }

@@ -130,6 +130,14 @@ func headerClass(r *http.Request, name string) admit.Class {
 	if len(vals) == 0 {
 		return admit.ClassCritical
 	}
-	c, _ := admit.ParseClass(strings.TrimSpace(vals[0]))
+	return HeaderClass(vals[0])
+}
+
+// HeaderClass is ClassFromHeader's rule for the priority header's first
+// value, for a front end that reads the header itself: the class it
+// names, or critical for an empty, unknown or oversized value (a bad
+// header never buys a better class).
+func HeaderClass(value string) admit.Class {
+	c, _ := admit.ParseClass(strings.TrimSpace(value))
 	return c
 }

@@ -121,6 +121,21 @@
 // place until it is granted or times out; bodiless requests (GET, HEAD)
 // are noticed at once.
 //
+// # Deciding without an *http.Request
+//
+// Quota keys and decides on net/http requests. A front end that parses
+// requests itself (sluice's own HTTP/1.1 engine) uses the same rules in
+// their other form: a RequestKey reads the peer's address and the header
+// fields through Fields (which http.Header satisfies), and KeyHeader and
+// KeyClientIP are HeaderKey and ClientIPKey turned into KeyFuncs; a
+// QuotaRule is Quota's decision (tokens spent, RateLimit headers) with
+// nothing of net/http around it, and Quota is written on it. Admission
+// is Guard's decision taken the same way: TryAdmit (and TryAcquire for a
+// second gate) without waiting, before any *http.Request exists, then
+// ServeAdmitted hands the slots to the request's holder, which serves and
+// releases them as Guard's does; HeaderClass is ClassFromHeader's rule
+// for a header value.
+//
 // # Costs
 //
 // Per request, Lazy allocates one holder (which embeds the ResponseWriter

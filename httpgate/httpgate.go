@@ -257,6 +257,76 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	} else {
 		h = &holder{mw: m, w: statusWriter{rw: w}}
 	}
+	m.run(w, r, next, ctx, h)
+}
+
+// An Admission is the slots a front end took for a request before it
+// built the *http.Request (sluice's HTTP/1.1 engine decides on its fast
+// path, then hands the request over): TryAdmit takes the first gate's
+// slot, TryAcquire more. Hand it to ServeAdmitted, which serves the
+// request as Guard does once it has admitted, or end it with Release.
+// The zero Admission holds nothing.
+type Admission struct{ h *holder }
+
+// TryAdmit takes a slot of g for req without waiting. On a refusal it
+// returns the gate's error and holds nothing.
+func (m *Middleware) TryAdmit(g *admit.Gate, req admit.Request) (Admission, error) {
+	h := m.holders.Get().(*holder)
+	e := h.next()
+	var err error
+	if e.p, err = g.TryAcquireFor(req); err != nil {
+		*h = holder{}
+		m.holders.Put(h)
+		return Admission{}, err
+	}
+	h.mw = m
+	return Admission{h}, nil
+}
+
+// TryAcquire takes one more slot, of g, into a without waiting; on a
+// refusal a keeps what it held.
+func (a Admission) TryAcquire(g *admit.Gate, req admit.Request) error {
+	e := a.h.next()
+	var err error
+	e.p, err = g.TryAcquireFor(req)
+	return err
+}
+
+// Release ends every slot a holds with outcome o, for an admission that
+// is not served after all. Later calls (and ServeAdmitted) do nothing
+// more: the holder is done.
+func (a Admission) Release(o admit.Outcome) {
+	if a.h != nil {
+		a.h.finish(o)
+	}
+}
+
+// ServeAdmitted serves next for a request admitted by a (which it takes
+// over): a holder owns a's permits, so next may take more with Acquire
+// and set the outcome with SetOutcome, and every permit is released once
+// when next returns, panics included, with the answer's outcome, as under
+// Guard. A malformed deadline header is answered 400 as Guard answers it,
+// and a's permits end dropped.
+func (m *Middleware) ServeAdmitted(w http.ResponseWriter, r *http.Request, next http.Handler, a Admission) {
+	ctx, cancel, ok := m.withDeadline(w, r, m.lazyHeader)
+	if !ok {
+		a.Release(admit.OutcomeDropped)
+		return
+	}
+	if cancel != nil {
+		defer cancel()
+	}
+	h := a.h
+	if h == nil {
+		h = &holder{}
+	}
+	h.mw, h.w.rw = m, w
+	m.run(w, r, next, ctx, h)
+}
+
+// run serves next under holder h (installed in ctx) and releases what it
+// holds when next returns.
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, ctx context.Context, h *holder) {
 	ctx = context.WithValue(ctx, holderKey{}, h)
 	r = r.WithContext(ctx)
 

@@ -1,6 +1,7 @@
 package httpgate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/quota"
@@ -78,26 +77,19 @@ func Quota(cfg QuotaConfig, next http.Handler) (http.Handler, error) {
 	if refusal == nil {
 		refusal = WriteRefusal
 	}
-	p := cfg.Limiter.Shape()
-	var policy, prefix string
-	if !cfg.NoRateLimitHeaders {
-		policy, prefix = policyHeader(p)
-	}
-	lim, cost := cfg.Limiter, cfg.Cost
+	rule := NewQuotaRule(cfg.Limiter, cfg.NoRateLimitHeaders)
+	cost := cfg.Cost
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := 1
 		if cost != nil {
-			n = max(cost(r), 1)
+			n = cost(r)
 		}
-		d, err := lim.Decide(r.Context(), key(r), n)
-		if policy != "" {
+		a, err := rule.Decide(r.Context(), key(r), n)
+		if a.Policy != "" {
 			h := w.Header()
-			h.Add("RateLimit-Policy", policy)
-			var re *admit.RejectedError
-			if errors.As(err, &re) && re.Reason() == admit.ReasonRate {
-				h.Add("RateLimit", prefix+"r=0;t="+strconv.Itoa(re.RetryAfterSeconds()))
-			} else if err == nil {
-				h.Add("RateLimit", prefix+"r="+strconv.Itoa(d.Remaining)+";t="+strconv.Itoa(ceilSeconds(d.Reset)))
+			h.Add("RateLimit-Policy", a.Policy)
+			if a.RateLimit != "" {
+				h.Add("RateLimit", a.RateLimit)
 			}
 		}
 		if err != nil {
@@ -106,6 +98,65 @@ func Quota(cfg QuotaConfig, next http.Handler) (http.Handler, error) {
 		}
 		next.ServeHTTP(w, r)
 	}), nil
+}
+
+// A QuotaRule is Quota's decision apart from net/http: it spends a
+// request's tokens and says which RateLimit headers the answer carries,
+// so that a front end building no *http.Request decides exactly as Quota
+// does. Safe for concurrent use.
+type QuotaRule struct {
+	lim            quota.Limiter
+	policy, prefix string // "" without the headers
+}
+
+// NewQuotaRule returns the rule of a Quota over lim; noHeaders turns the
+// RateLimit headers off (QuotaConfig.NoRateLimitHeaders).
+func NewQuotaRule(lim quota.Limiter, noHeaders bool) *QuotaRule {
+	q := &QuotaRule{lim: lim}
+	if !noHeaders {
+		q.policy, q.prefix = policyHeader(lim.Shape())
+	}
+	return q
+}
+
+// QuotaAnswer is the RateLimit header values an answer carries after a
+// quota's decision ("" for none).
+type QuotaAnswer struct {
+	Policy    string // RateLimit-Policy
+	RateLimit string // RateLimit
+}
+
+// Decide spends cost tokens (below 1 counts as 1) of key's bucket. It
+// returns the header values the answer carries and, when the quota
+// refuses, its refusal (a *admit.RejectedError for reason rate, or what
+// the limiter returned), to write as WriteRefusal does.
+func (q *QuotaRule) Decide(ctx context.Context, key string, cost int) (QuotaAnswer, error) {
+	d, err := q.lim.Decide(ctx, key, max(cost, 1))
+	if q.policy == "" {
+		return QuotaAnswer{}, err
+	}
+	a := QuotaAnswer{Policy: q.policy}
+	var re *admit.RejectedError
+	if errors.As(err, &re) && re.Reason() == admit.ReasonRate {
+		a.RateLimit = q.RefusedRateLimit(re.RetryAfterSeconds())
+	} else if err == nil {
+		a.RateLimit = q.prefix + "r=" + strconv.Itoa(d.Remaining) + ";t=" + strconv.Itoa(ceilSeconds(d.Reset))
+	}
+	return a, err
+}
+
+// Policy returns the RateLimit-Policy value of every answer ("" with the
+// headers off).
+func (q *QuotaRule) Policy() string { return q.policy }
+
+// RefusedRateLimit returns the RateLimit value of a refusal whose
+// Retry-After is retry seconds ("" with the headers off): it depends on
+// nothing else, so a front end may render a refusal once per value.
+func (q *QuotaRule) RefusedRateLimit(retry int) string {
+	if q.policy == "" {
+		return ""
+	}
+	return q.prefix + "r=0;t=" + strconv.Itoa(retry)
 }
 
 // policyHeader returns the RateLimit-Policy member for p and the start of
@@ -127,19 +178,8 @@ func ceilSeconds(d time.Duration) int {
 // KeyHeader keys requests by the value of a request header (an API key,
 // a tenant id). Requests without it share one bucket, keyed "", so
 // leaving the header out does not escape the quota. It panics if name is
-// not a valid header field name.
-func KeyHeader(name string) KeyFunc {
-	if !httpguts.ValidHeaderFieldName(name) {
-		panic("httpgate: KeyHeader: invalid header field name " + strconv.Quote(name))
-	}
-	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request) string {
-		if v := r.Header[name]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-}
+// not a valid header field name. It is HeaderKey(name).Func().
+func KeyHeader(name string) KeyFunc { return HeaderKey(name).Func() }
 
 // KeyClientIP keys requests by the client's IP address. The client is the
 // peer (RemoteAddr) unless the peer is in trusted: then X-Forwarded-For is
@@ -147,43 +187,9 @@ func KeyHeader(name string) KeyFunc {
 // not in trusted is the client (the rightmost address a trusted proxy
 // vouched for; addresses to its left were written by the client itself
 // and could be anything). A malformed entry stops the walk at the last
-// good address. With trusted empty, X-Forwarded-For is ignored.
-func KeyClientIP(trusted []netip.Prefix) KeyFunc {
-	trusted = append([]netip.Prefix(nil), trusted...)
-	isTrusted := func(a netip.Addr) bool {
-		for _, p := range trusted {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
-	return func(r *http.Request) string {
-		peer, ok := parseHostAddr(r.RemoteAddr)
-		if !ok {
-			return r.RemoteAddr
-		}
-		if len(trusted) == 0 || !isTrusted(peer) {
-			return peer.String()
-		}
-		client := peer
-		vals := r.Header["X-Forwarded-For"]
-		for i := len(vals) - 1; i >= 0; i-- {
-			parts := strings.Split(vals[i], ",")
-			for j := len(parts) - 1; j >= 0; j-- {
-				a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
-				if err != nil {
-					return client.String()
-				}
-				client = a.Unmap()
-				if !isTrusted(client) {
-					return client.String()
-				}
-			}
-		}
-		return client.String()
-	}
-}
+// good address. With trusted empty, X-Forwarded-For is ignored. It is
+// ClientIPKey(trusted).Func().
+func KeyClientIP(trusted []netip.Prefix) KeyFunc { return ClientIPKey(trusted).Func() }
 
 func parseHostAddr(hostport string) (netip.Addr, bool) {
 	host, _, err := net.SplitHostPort(hostport)

@@ -189,8 +189,10 @@ type Config struct {
 	StaleEntries  int
 	StaleMaxBytes int64
 
-	// Transport sends each attempt; nil means a clone of
-	// http.DefaultTransport with HeaderTimeout. Tests inject one.
+	// Transport sends each attempt; nil means sluice's own HTTP/1.1
+	// client for http:// upstreams and a clone of http.DefaultTransport
+	// for https:// ones (the pool applies HeaderTimeout and
+	// UpstreamIdleTimeout to either). Tests inject one.
 	Transport http.RoundTripper
 
 	// Observer sees every gate's decisions (promsluice.Metrics for

@@ -146,6 +146,22 @@
 // instance is ejected, the one whose ejection ends first still gets
 // traffic: the breaker, not the balancer, decides that the service is down.
 //
+// # Sluice's HTTP/1.1 engine
+//
+// A Proxy is an http.Handler, served by net/http or by sluice's own
+// HTTP/1.1 engine (internal/engine, `sluice proxy --engine fast`, the
+// default for cleartext HTTP/1.1). On the engine, FastPath takes the
+// proxy's decisions on the parsed request head, before any *http.Request
+// exists, with the rules ServeHTTP uses (matchParts, the route's
+// RequestKey and QuotaRule, the gates tried without waiting): a refusal
+// is written from bytes rendered once, and an admitted request crosses
+// the engine's net/http bridge to the same forwarding, its slots handed
+// over (httpgate.ServeAdmitted). What needs a request's context or could
+// wait (a queued gate, a Request-Timeout, an upgrade, a refusal a stale
+// copy may answer) is handed to ServeHTTP whole, so both front ends have
+// one behaviour; the proxy's tests run on both, and a matrix of raw
+// requests is diffed for what the upstream receives through each.
+//
 // # Design
 //
 // net/http/httputil.ReverseProxy does the HTTP work (hop-by-hop headers,
@@ -155,7 +171,12 @@
 // writes no Forwarded), from sluice's own packages
 // (admit, limit, quota, retry, breaker, httpgate). It was not measured to
 // fall short for the gate's job; its raw throughput is a bare
-// ReverseProxy's (docs/bench/proxy.md). The stale store is golang-lru's
+// ReverseProxy's (docs/bench/proxy.md). Toward http:// upstreams it
+// calls through sluice's own HTTP/1.1 client (internal/upstream: a
+// bounded keep-alive pool per upstream, one framing per request written,
+// strict about answers), which measured a third of net/http Transport's
+// allocations per call; https:// upstreams keep net/http's Transport,
+// which may speak HTTP/2 to them. The stale store is golang-lru's
 // Cache. Queue disciplines and priority classes are admit's; newGateSet
 // applies them to each gate.
 //

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // backend is a real upstream on a loopback socket.
@@ -22,20 +25,57 @@ func backend(t *testing.T, h http.HandlerFunc) *url.URL {
 	return u
 }
 
-// front starts p behind a real listener and returns its base URL and a
-// client that keeps no connections after the test.
+// testEngine is the HTTP/1.1 front end front serves the proxy with:
+// "net" (net/http) or "fast" (sluice's engine with the proxy's fast
+// path). TestMain runs every test once per engine.
+var testEngine = "net"
+
+// front starts p behind a real listener, on the engine under test, and
+// returns its base URL and a client that keeps no connections after the
+// test.
 func front(t *testing.T, p *Proxy) (string, *http.Client) {
 	t.Helper()
-	s := httptest.NewServer(p)
+	return frontOn(t, p, testEngine)
+}
+
+// frontOn is front on the named engine ("net" or "fast").
+func frontOn(t *testing.T, p *Proxy, eng string) (string, *http.Client) {
+	t.Helper()
 	tr := &http.Transport{}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		s.CloseClientConnections()
-		s.Close()
+	closeGates := func() {
 		for _, g := range p.Gates() {
 			g.Close()
 		}
 		p.Close()
+	}
+	if eng == "fast" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := engine.New(engine.Config{Handler: p, Fast: p.FastPath(), FastBodies: true})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = es.Serve(l)
+		}()
+		t.Cleanup(func() {
+			tr.CloseIdleConnections()
+			es.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = es.Shutdown(ctx) // waits for the handlers still running
+			<-done
+			closeGates()
+		})
+		return "http://" + l.Addr().String(), &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	}
+	s := httptest.NewServer(p)
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		s.CloseClientConnections()
+		s.Close()
+		closeGates()
 	})
 	return s.URL, &http.Client{Transport: tr, Timeout: 5 * time.Second}
 }

@@ -56,6 +56,11 @@ type route struct {
 	fleet   *redisquota.Quota
 	handler http.Handler
 	tunnel  http.Handler // an allowed upgrade: the quota, then the tunnels gate; nil without Upgrades
+
+	// The quota's rules in the form the engine's fast path applies
+	// them (see fast.go): its key and its decision.
+	key  httpgate.RequestKey
+	rule *httpgate.QuotaRule
 }
 
 // routeLimiter is a route's quota, local or fleet.
@@ -72,6 +77,7 @@ type gateSet struct {
 	queueing Queueing
 	shares   admit.ClassShares
 	classify func(http.Handler) http.Handler // nil without a priority header
+	queued   bool                            // it has a queue: a request may wait in it
 }
 
 // classified is h behind classify, the middleware that puts the class
@@ -195,9 +201,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	next := cfg.Transport
 	if next == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = max(100, int(cfg.MaxInflight))
-		next = t
+		next = newTransport(max(100, int(cfg.MaxInflight)))
 	}
 	p.pool = newPool(cfg.Upstreams, next, cfg.EjectAfter, cfg.EjectFor, p.now, cfg.Logger)
 	// The pool times each attempt (HeaderTimeout, within what is left of
@@ -266,10 +270,12 @@ func (p *Proxy) newRoute(rc Route, keep *route) (*route, error) {
 			return nil, fmt.Errorf("%w: route %q: %v", ErrInvalidConfig, rc.Name, err)
 		}
 		name, _ := quotakey.Parse(q.Key) // checked: "" (and "ip") key on the client's address
-		key := httpgate.KeyClientIP(cfg.TrustedProxies)
+		rt.key = httpgate.ClientIPKey(cfg.TrustedProxies)
 		if name != "" {
-			key = httpgate.KeyHeader(name)
+			rt.key = httpgate.HeaderKey(name)
 		}
+		rt.rule = httpgate.NewQuotaRule(rt.quota, false)
+		key := rt.key.Func()
 		cost := rt.Cost
 		qc := httpgate.QuotaConfig{
 			Limiter: rt.quota, Key: key,
@@ -356,7 +362,7 @@ func newGateSet(name string, capacity int64, queue int, maxWait time.Duration, l
 	if err != nil {
 		return nil, fmt.Errorf("%w: gate %q: %v", ErrInvalidConfig, name, err)
 	}
-	return &gateSet{gate: g, adaptive: a, queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify}, nil
+	return &gateSet{gate: g, adaptive: a, queueing: q, shares: compiled.Policy.ClassShares, classify: compiled.Classify, queued: queue > 0}, nil
 }
 
 // ServeHTTP proxies r to the upstream through the route's quota and gates.
@@ -405,9 +411,25 @@ func (p *Proxy) match(r *http.Request) *route {
 	return nil
 }
 
-func (rt *route) matches(r *http.Request) bool {
+func (rt *route) matches(r *http.Request) bool { return rt.takes(r.Host, r.Method, r.URL.Path) }
+
+// matchParts is match for a request known by its parts (the engine's
+// fast path).
+func (p *Proxy) matchParts(host, method, path string) *route {
+	for _, rt := range p.routes() {
+		if rt.takes(host, method, path) {
+			return rt
+		}
+	}
+	return nil
+}
+
+// takes reports whether the route takes a request for host (port
+// ignored), method and path (decoded): the one rule both front ends
+// match with.
+func (rt *route) takes(host, method, path string) bool {
 	if rt.host != "" {
-		h := r.Host
+		h := host
 		if hh, _, err := net.SplitHostPort(h); err == nil {
 			h = hh
 		}
@@ -418,7 +440,7 @@ func (rt *route) matches(r *http.Request) bool {
 	if len(rt.Methods) > 0 {
 		found := false
 		for _, m := range rt.Methods {
-			if m == r.Method {
+			if m == method {
 				found = true
 				break
 			}
@@ -427,7 +449,7 @@ func (rt *route) matches(r *http.Request) bool {
 			return false
 		}
 	}
-	return strings.HasPrefix(r.URL.Path, rt.PathPrefix)
+	return strings.HasPrefix(path, rt.PathPrefix)
 }
 
 // admission returns the handler that admits a request for rt (nil: a

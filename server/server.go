@@ -104,6 +104,11 @@ type Config struct {
 	// EngineNet; nil means every request goes through Handler.
 	Fast engine.FastHandler
 
+	// FastBodies makes the engine ask Fast also about requests with a
+	// body, an Expect: 100-continue or an upgrade (engine.Config.FastBodies):
+	// a proxy decides those too. Ignored with EngineNet.
+	FastBodies bool
+
 	// Gates are the handler's gates, reported by /state and /metrics and
 	// closed on shutdown (Server.SetGates replaces them while serving).
 	Gates []*admit.Gate
@@ -383,6 +388,7 @@ func Listen(ctx context.Context, cfg Config) (s *Server, err error) {
 		s.mainSrv = engine.New(engine.Config{
 			Handler:           handler,
 			Fast:              cfg.Fast,
+			FastBodies:        cfg.FastBodies,
 			ReadHeaderTimeout: t.ReadHeader,
 			IdleTimeout:       t.Idle,
 			SendTimeout:       t.Send,

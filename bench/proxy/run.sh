@@ -10,6 +10,13 @@
 #   PART=tput ROUNDS=7 bench/proxy/run.sh   # only the throughput rounds
 #   PART=tail PROXIES="sluice-noqueue nginx haproxy" MULTS="5 10" DURATION=8s bench/proxy/run.sh
 #                                            # interleaved overload rounds, medians and ratios
+#   PART=goals bench/proxy/run.sh            # the receive-livelock goals (about 20 minutes):
+#       30x and 50x with 2,000 and 6,000 client connections (cliff), CPU per
+#       refusal with the gate full (refusal) and per proxied response without
+#       overload (tput), for sluice-fast, sluice-net, bare-gate and nginx,
+#       ROUNDS=3 interleaved rounds, each figure's median and its ratio to
+#       nginx's in the same rounds, and whether each goal is met. PART=cliff,
+#       PART=refusal and PART=tput run one part.
 #
 # Needs go, python3, taskset; haproxy, nginx and wrk (Debian: haproxy,
 # nginx-light, wrk) are skipped when missing. Caddy is built on demand from
@@ -18,17 +25,32 @@
 # runs pinned to PROXY_CPU (one core, one thread/worker/GOMAXPROCS=1), the
 # backend and the driver to DRIVER_CPU. ADAPTIVE overrides the adaptive
 # variant's limit flags. PART selects "overload", "tput", "tail" or "all"
-# (tail is not in all). WARMUP=0 judges each cell on its only window,
+# (tail and goals are not in all; see above for cliff, refusal and
+# goals). WORKERS sets the driver's connections (default 1024; the cliff
+# part takes WORKERS_LIST, default "2000 6000"). sluice-fast and
+# sluice-net are sluice's default (no queue) on each HTTP/1.1 engine
+# (--engine fast, --engine net). WARMUP=0 judges each cell on its only window,
 # start included (default 1: a warm-up window first). Prints
 # one line per (proxy, load) and writes the reports to $OUT (default: a
 # temporary folder, printed).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PROXIES=${PROXIES:-"sluice sluice-noqueue sluice-codel sluice-adaptive bare bare-gate haproxy nginx caddy caddy-maxreq"}
 PART=${PART:-all}
+case $PART in
+goals | cliff | refusal)
+	PROXIES=${PROXIES:-"sluice-fast sluice-net bare-gate nginx"}
+	MULTS=${MULTS:-"30 50"}
+	ROUNDS=${ROUNDS:-3}
+	;;
+esac
+PROXIES=${PROXIES:-"sluice sluice-noqueue sluice-codel sluice-adaptive bare bare-gate haproxy nginx caddy caddy-maxreq"}
 MULTS=${MULTS:-"1 2 5 10"}
 DURATION=${DURATION:-5s}
 ROUNDS=${ROUNDS:-5}
+WORKERS=${WORKERS:-1024}
+WORKERS_LIST=${WORKERS_LIST:-"2000 6000"}
+# REF is the peer each goal is judged against.
+REF=${REF:-nginx}
 WARMUP=${WARMUP:-1}
 TPUT_DURATION=${TPUT_DURATION:-5s}
 # LIMIT is every proxy's concurrency limit toward the backend (its 16
@@ -96,6 +118,12 @@ start_proxy() {
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
 			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 10000 \
 			--max-inflight "$LIMIT" --log-level warn &
+		;;
+	sluice-fast | sluice-net)
+		# sluice's default (no queue) on one HTTP/1.1 engine.
+		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
+			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 15000 \
+			--max-inflight "$LIMIT" --engine "${1#sluice-}" --log-level warn &
 		;;
 	sluice-codel)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
@@ -228,6 +256,7 @@ stop_all() { cleanup; sleep 0.3; }
 
 if [ -n "${ONLY_FUNCS:-}" ]; then return 0; fi # sourced by recovery.sh
 echo "reports in $OUT"
+: >"$OUT/goals.tsv"
 # overload_cell PROXY MULT: one open-loop cell; prints its line and
 # appends "proxy mult goodput p99" to $OUT/cells.tsv. With WARMUP=1 the
 # driver runs two windows of DURATION on the same connections and the cell
@@ -248,14 +277,14 @@ overload_cell() {
 		case $px in sluice*) metrics=(--metrics "http://127.0.0.1:$APORT/metrics") ;; esac
 		t0=$(cpu_ticks "$PROXY_PID")
 		taskset -c "$DRIVER_CPU" "$OUT/sluice" load --url "http://127.0.0.1:$PPORT/" --rate "$rate" --duration "$DURATION" \
-			--windows "$windows" --timeout 2s --workers 1024 --p99-budget 2s --live off "${metrics[@]}" \
-			--out "$OUT/$px-$m.json" >"$OUT/$px-$m.txt" 2>&1 || true
+			--windows "$windows" --timeout 2s --workers "$WORKERS" --p99-budget 2s --live off "${metrics[@]}" \
+			--out "$OUT/$px-$m-$WORKERS.json" >"$OUT/$px-$m-$WORKERS.txt" 2>&1 || true
 		t1=$(cpu_ticks "$PROXY_PID")
 		stop_all
 		rc=0
-		python3 - "$OUT/$px-$m.json" "$px" "$m" "$((t1 - t0))" "$(getconf CLK_TCK)" "$try" "$OUT/cells.tsv" <<'PY' || rc=$?
+		python3 - "$OUT/$px-$m-$WORKERS.json" "$px" "$m" "$((t1 - t0))" "$(getconf CLK_TCK)" "$try" "$OUT/cells.tsv" "$WORKERS" <<'PY' || rc=$?
 import json, sys
-path, px, m, ticks, hz, last, cells = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "2", sys.argv[7]
+path, px, m, ticks, hz, last, cells, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "2", sys.argv[7], sys.argv[8]
 ws = json.load(open(path))["steps"][0]["windows"]
 w = ws[-1] # the judged window (after the warm-up one, if any)
 c, el = w["counts"], w["elapsed_s"]
@@ -266,18 +295,18 @@ if behind and not last:
 answered = sum(x["counts"]["ok"] + x["counts"]["refused"] + x["counts"]["http_error"] for x in ws)
 p99 = w["latency"]["ok_response_time"].get("p99_ms", 0)
 cpu_us = ticks / hz * 1e6 / max(answered, 1)
-print(f'{px:<16} {m+"x":>5} {c["sent"]/el:8.0f} {c["ok"]/el:9.0f} {c["refused"]/max(c["sent"],1):9.1%} {p99:10.1f} {cpu_us:12.0f} {c["dropped"]:8d}'
+print(f'{px:<16} {m+"x":>5} {workers:>7} {c["sent"]/el:8.0f} {c["ok"]/el:9.0f} {c["refused"]/max(c["sent"],1):9.1%} {p99:10.1f} {cpu_us:12.0f} {c["dropped"]:8d}'
       + (f'  (timeouts/errors {c["transport_error"]+c["http_error"]})' if c["transport_error"]+c["http_error"] else '')
       + (f'  (driver behind schedule: lag p99 {w["driver"]["schedule_lag"]["p99_ms"]:.0f} ms)' if behind else ''))
 with open(cells, "a") as f:
-    f.write(f'{px}\t{m}\t{c["ok"]/el:.1f}\t{p99:.3f}\n')
+    f.write(f'{px}\t{m}\t{c["ok"]/el:.1f}\t{p99:.3f}\t{cpu_us:.2f}\t{workers}\t{int(behind)}\n')
 PY
 		[ "$rc" = 3 ] || break
 	done
 }
 
 header() {
-	printf '%-16s %5s %8s %9s %9s %10s %12s %8s\n' proxy load offered goodput refused p99_ok_ms cpu_us/resp dropped
+	printf '%-16s %5s %7s %8s %9s %9s %10s %12s %8s\n' proxy load conns offered goodput refused p99_ok_ms cpu_us/resp dropped
 }
 
 if [ "$PART" = overload ] || [ "$PART" = all ]; then
@@ -314,7 +343,7 @@ from collections import defaultdict
 cells, pxs = sys.argv[1], sys.argv[2:]
 runs = defaultdict(list) # (proxy, mult) -> [(goodput, p99)] in round order
 for line in open(cells):
-    px, m, ok, p99 = line.split("\t")
+    px, m, ok, p99 = line.split("\t")[:4]
     runs[(px, m)].append((float(ok), float(p99)))
 mults = sorted({m for _, m in runs}, key=int)
 print(f"{'proxy':<16} {'load':>5} {'median goodput':>14} {'median p99_ok_ms':>16}  rounds (p99)")
@@ -339,13 +368,146 @@ PY
 exit 0
 fi # PART tail
 
-[ "$PART" = overload ] && exit 0
+# present PROXY...: the proxies of the list that can run here.
+present() {
+	local px
+	for px in "$@"; do
+		if peer "$px" && ! have "$px"; then echo "skip $px (not installed)" >&2; continue; fi
+		echo "$px"
+	done
+}
+
+if [ "$PART" = cliff ] || [ "$PART" = goals ]; then
+# The receive-livelock cells: offered load far past the backend's (30x,
+# 50x) from thousands of client connections, where the proxy's own core
+# is what runs out. Interleaved rounds, the proxies' order rotating; each
+# cell judged on its second window.
+mapfile -t CLIFF < <(present $PROXIES)
+echo "== cliff: loads ${MULTS// /x, }x, client connections ${WORKERS_LIST// /, }, $ROUNDS interleaved rounds, $DURATION per window after a warm-up window"
+: >"$OUT/cells.tsv"
+header
+for r in $(seq "$ROUNDS"); do
+	n=${#CLIFF[@]}
+	echo "round $r: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	for i in $(seq 0 $((n - 1))); do
+		px=${CLIFF[$(((i + r) % n))]}
+		for m in $MULTS; do
+			for WORKERS in $WORKERS_LIST; do overload_cell "$px" "$m"; done
+		done
+	done
+done
+cp "$OUT/cells.tsv" "$OUT/cliff.tsv"
+python3 - "$OUT/cliff.tsv" "$REF" "$OUT/goals.tsv" "${CLIFF[@]}" <<'PY'
+import statistics, sys
+from collections import defaultdict
+cells, ref, goals, pxs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+runs = defaultdict(list)  # (proxy, mult, workers) -> [(goodput, p99, cpu, behind)] in round order
+for line in open(cells):
+    px, m, ok, p99, cpu, w, behind = line.rstrip("\n").split("\t")
+    runs[(px, m, w)].append((float(ok), float(p99), float(cpu), behind == "1"))
+keys = sorted({(m, w) for _, m, w in runs}, key=lambda k: (int(k[0]), int(k[1])))
+med = statistics.median
+print(f"{'proxy':<14} {'load':>5} {'conns':>6} {'goodput':>8} {'p99_ok_ms':>10} {'cpu_us/answer':>13}  rounds goodput/p99 (* driver behind)")
+for px in pxs:
+    for m, w in keys:
+        v = runs[(px, m, w)]
+        if v:
+            print(f"{px:<14} {m+'x':>5} {w:>6} {med(x[0] for x in v):8.0f} {med(x[1] for x in v):10.1f} {med(x[2] for x in v):13.1f}  "
+                  + " ".join(f"{x[0]:.0f}/{x[1]:.0f}{'*' if x[3] else ''}" for x in v))
+if ref not in pxs:
+    sys.exit(0)
+print(f"per-round ratios to {ref} (median, then each round): goodput (goal >= 1), ok-p99 (goal <= 1.5)")
+with open(goals, "a") as g:
+    for px in pxs:
+        if px == ref:
+            continue
+        for m, w in keys:
+            pairs = [(a, b) for a, b in zip(runs[(px, m, w)], runs[(ref, m, w)]) if b[0] > 0 and b[1] > 0]
+            if not pairs:
+                continue
+            gr = [a[0] / b[0] for a, b in pairs]
+            pr = [a[1] / b[1] for a, b in pairs]
+            print(f"{px:<14} {m+'x':>5} {w:>6} goodput {med(gr):.3f} ({' '.join(f'{x:.2f}' for x in gr)})  p99 {med(pr):.2f} ({' '.join(f'{x:.2f}' for x in pr)})")
+            g.write(f"cliff\t{px}\t{m}x {w} conns goodput / {ref}\t{med(gr):.3f}\t>=\t1.0\n")
+            g.write(f"cliff\t{px}\t{m}x {w} conns ok-p99 / {ref}\t{med(pr):.3f}\t<=\t1.5\n")
+PY
+fi # PART cliff
+
+if [ "$PART" = refusal ] || [ "$PART" = goals ]; then
+have wrk || { echo "skip the refusal rounds: wrk not installed"; exit 1; }
+# CPU per refusal with the gate full: one slot (LIMIT=1), held by a
+# request the backend keeps for two minutes; wrk's keep-alive requests
+# are all refused. The proxy's CPU from /proc over wrk's answers.
+REFUSAL_DURATION=${REFUSAL_DURATION:-5s}
+REFUSAL_CONNS=${REFUSAL_CONNS:-256}
+mapfile -t REFP < <(present $PROXIES)
+echo "== refusal: gate full (1 slot held), wrk -t1 -c$REFUSAL_CONNS for $REFUSAL_DURATION, $ROUNDS interleaved rounds"
+: >"$OUT/refusal.tsv"
+SAVED_LIMIT=$LIMIT
+LIMIT=1
+for r in $(seq "$ROUNDS"); do
+	n=${#REFP[@]}
+	for i in $(seq 0 $((n - 1))); do
+		px=${REFP[$(((i + r) % n))]}
+		start_backend 120s
+		start_proxy "$px"
+		curl -s -o /dev/null --max-time 130 "http://127.0.0.1:$PPORT/held" &
+		HOLDER=$!
+		PIDS+=("$HOLDER")
+		sleep 0.3
+		taskset -c "$DRIVER_CPU" wrk -t1 -c"$REFUSAL_CONNS" -d1s "http://127.0.0.1:$PPORT/" >/dev/null 2>&1 || true
+		t0=$(cpu_ticks "$PROXY_PID")
+		taskset -c "$DRIVER_CPU" wrk -t1 -c"$REFUSAL_CONNS" -d"$REFUSAL_DURATION" "http://127.0.0.1:$PPORT/" >"$OUT/refusal-$px-$r.txt" 2>&1 || true
+		t1=$(cpu_ticks "$PROXY_PID")
+		stop_all
+		python3 - "$OUT/refusal-$px-$r.txt" "$px" "$r" "$((t1 - t0))" "$(getconf CLK_TCK)" "$OUT/refusal.tsv" <<'PY'
+import re, sys
+path, px, r, ticks, hz, out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+t = open(path).read()
+m = re.search(r"(\d+) requests in ([\d.]+)(m?s)", t)
+n = int(m.group(1)) if m else 0
+bad = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+refused = int(bad.group(1)) if bad else 0
+cpu = ticks / hz * 1e6 / max(n, 1)
+print(f"round {r} {px:<14} answers {n:8d} refused {refused / max(n, 1):6.1%} cpu_us/answer {cpu:6.2f}")
+open(out, "a").write(f"{px}\t{r}\t{cpu:.3f}\t{refused / max(n, 1):.4f}\n")
+PY
+	done
+done
+LIMIT=$SAVED_LIMIT
+python3 - "$OUT/refusal.tsv" "$REF" "$OUT/goals.tsv" "${REFP[@]}" <<'PY'
+import statistics, sys
+from collections import defaultdict
+path, ref, goals, pxs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+runs = defaultdict(list)
+for line in open(path):
+    px, r, cpu, share = line.split("\t")
+    runs[px].append((float(cpu), float(share)))
+for px in pxs:
+    if runs[px]:
+        print(f"{px:<14} median cpu_us/refusal {statistics.median(x[0] for x in runs[px]):6.2f}  refused {min(x[1] for x in runs[px]):.1%}+  rounds "
+              + " ".join(f"{x[0]:.2f}" for x in runs[px]))
+if ref in pxs:
+    with open(goals, "a") as g:
+        for px in pxs:
+            if px == ref:
+                continue
+            rs = [a[0] / b[0] for a, b in zip(runs[px], runs[ref]) if b[0] > 0]
+            if rs:
+                print(f"{px:<14} / {ref} CPU per refusal = {statistics.median(rs):.2f} (goal <= 1.25)  rounds " + " ".join(f"{x:.2f}" for x in rs))
+                g.write(f"refusal\t{px}\tCPU per refusal / {ref}\t{statistics.median(rs):.3f}\t<=\t1.25\n")
+PY
+fi # PART refusal
+
+case $PART in overload | cliff | refusal) exit 0 ;; esac
 have wrk || { echo "skip the throughput rounds: wrk not installed"; exit 0; }
 echo "== no overload: trivial backend, wrk -t1 -c32 for $TPUT_DURATION, $ROUNDS interleaved rounds (order rotates), limits $TPUT_LIMIT"
 LIMIT=$TPUT_LIMIT
 TPUT=()
 for px in $PROXIES; do
-	case $px in sluice-noqueue | sluice-codel | sluice-adaptive | caddy-maxreq | bare-gate) continue ;; esac # the same engine as sluice / caddy / bare
+	if [ "$PART" != goals ]; then
+		case $px in sluice-noqueue | sluice-codel | sluice-adaptive | caddy-maxreq | bare-gate) continue ;; esac # the same engine as sluice / caddy / bare
+	fi
 	if peer "$px" && ! have "$px"; then continue; fi
 	TPUT+=("$px")
 done
@@ -366,9 +528,9 @@ for r in $(seq "$ROUNDS"); do
 		stop_all
 	done
 done
-python3 - "$OUT" "$ROUNDS" "${TPUT[@]}" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$REF" "${TPUT[@]}" <<'PY'
 import re, sys, statistics
-out, rounds, pxs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, rounds, ref, pxs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 def parse(px, r):
     t = open(f"{out}/tput-{px}-{r}.txt").read()
     m = re.search(r"(\d+) requests in ([\d.]+)(m?s)", t)
@@ -411,4 +573,27 @@ if "bare" in res:
 if "sluice" in res and "caddy" in res:
     rs = [a[0] / b[0] for a, b in zip(res["sluice"], res["caddy"]) if a and b and b[0]]
     print(f"sluice / caddy = {statistics.median(rs):.2f}  rounds " + " ".join(f"{x:.2f}" for x in rs))
+if ref in res:
+    print(f"per-round CPU per response, this proxy's / {ref}'s (median; goal <= 1.5 for sluice):")
+    with open(f"{out}/goals.tsv", "a") as g:
+        for px in pxs:
+            if px == ref:
+                continue
+            rs = [a[2] / b[2] for a, b in zip(res[px], res[ref]) if a and b and b[2]]
+            if rs:
+                print(f"{px:<10} this/{ref} = {statistics.median(rs):.2f}  rounds " + " ".join(f"{x:.2f}" for x in rs))
+                g.write(f"tput\t{px}\tCPU per proxied response / {ref}\t{statistics.median(rs):.3f}\t<=\t1.5\n")
 PY
+
+if [ "$PART" = goals ]; then
+echo "== goals (sluice's engines against $REF; medians of per-round ratios)"
+python3 - "$OUT/goals.tsv" <<'PY'
+import sys
+for line in open(sys.argv[1]):
+    part, px, what, v, op, goal = line.rstrip("\n").split("\t")
+    if not px.startswith("sluice"):
+        continue
+    ok = float(v) >= float(goal) if op == ">=" else float(v) <= float(goal)
+    print(f"{'met ' if ok else 'MISS'} {px:<12} {what:<42} {float(v):6.3f} (goal {op} {goal})")
+PY
+fi

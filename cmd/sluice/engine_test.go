@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// testEngine is the engine the serve tests run on: "fast" (the default)
-// in the first pass of TestMain, "net" in the second.
+// testEngine is the engine the serve and proxy tests run on: "fast" (the
+// default) in the first pass of TestMain, "net" in the second.
 var testEngine = "fast"
 
 // runServe is serveMain on the engine under test: the serve tests call
@@ -24,10 +24,23 @@ func runServe(ctx context.Context, e env, args []string) int {
 	return serveMain(ctx, e, args)
 }
 
+// runProxyOnEngine is runProxy on the engine under test, as runServe is
+// serveMain's.
+func runProxyOnEngine(ctx context.Context, e env, args []string) int {
+	if testEngine == "net" && !slices.Contains(args, "--engine") && (e.getenv == nil || e.getenv("SLUICE_ENGINE") == "") {
+		args = append([]string{"--engine", "net"}, args...)
+	}
+	return runProxy(ctx, e, args)
+}
+
+// netPassSkips are the proxy tests the net pass leaves out: they check
+// flags only, or serve TLS, which is net/http on either engine.
+const netPassSkips = "^TestProxy(BadFlags|RequestPathFlags|ConfigWithByteOrderMark|OverTLS)"
+
 // runEnginePasses runs the package's tests on the default engine, then
-// the serve tests (those whose name contains "Serve", unless -run says
-// otherwise) again with --engine net; children started by the tests get
-// SLUICE_ENGINE=net.
+// the serve and proxy tests (those whose name contains "Serve" or
+// "Proxy", unless -run says otherwise; minus netPassSkips) again with
+// --engine net; children started by the tests get SLUICE_ENGINE=net.
 func runEnginePasses(m *testing.M) int {
 	fmt.Println("=== engine fast")
 	if code := m.Run(); code != 0 {
@@ -36,8 +49,11 @@ func runEnginePasses(m *testing.M) int {
 	testEngine = "net"
 	os.Setenv("SLUICE_ENGINE", "net")
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" {
-		_ = flag.Set("test.run", "Serve")
+		_ = flag.Set("test.run", "Serve|Proxy")
 	}
-	fmt.Println("=== engine net (serve tests)")
+	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() == "" {
+		_ = flag.Set("test.skip", netPassSkips)
+	}
+	fmt.Println("=== engine net (serve and proxy tests)")
 	return m.Run()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/connlimit"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/proxy"
@@ -324,6 +325,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if fs.NArg() > 0 {
 		return fail(exitUsage, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0)))
 	}
+	so.markSet(fs)
 	if err := so.validate(); err != nil {
 		return fail(exitUsage, err)
 	}
@@ -380,7 +382,19 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	for name, f := range quotas.states {
 		extras[name] = f
 	}
+	// On the engine, the proxy's fast path decides every request (a
+	// refusal is answered from kept bytes, an admitted one goes to the
+	// proxy through the engine's bridge). With --quota every request
+	// goes through the handler chain instead, so that none passes a
+	// --quota unspent.
+	var fast engine.FastHandler
+	if so.serverEngine() == server.EngineFast && len(quotas.quotas) == 0 {
+		fast = p.FastPath()
+	}
 	srv, err := server.Listen(ctx, server.Config{
+		Engine:               so.serverEngine(),
+		Fast:                 fast,
+		FastBodies:           true,
 		Addr:                 so.addr,
 		AdminAddr:            so.adminAddr,
 		Handler:              handler,
@@ -405,7 +419,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		return fail(exitFail, err)
 	}
 	ups := upstreamList(cfg.Upstreams)
-	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(),
+	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(), "engine", so.serverEngine().String(),
 		"upstreams", ups.String(), "max_inflight", po.maxInflight, "limit", po.law, "routes", len(cfg.Routes),
 		"queue_discipline", po.discipline, "priority_header", po.priorityHeader, "fleet_route_quotas", cfg.FleetQuotas != nil)
 	r := &proxyReloader{opts: &po, quotas: quotas, p: p, srv: srv, metrics: gm, logger: logger}

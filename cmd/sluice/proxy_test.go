@@ -621,7 +621,7 @@ func startProxy(t *testing.T, envs map[string]string, args ...string) *runningPr
 		"--shutdown-timeout", "2s", "--drain-delay", "0s"}, args...)
 	go func() {
 		e := env{stdout: px.out, stderr: px.out, getenv: func(k string) string { return envs[k] }}
-		px.done <- runProxy(ctx, e, args)
+		px.done <- runProxyOnEngine(ctx, e, args)
 	}()
 	rec := logRecord(t, px.out, "proxying")
 	px.addr, px.admin = fmt.Sprint(rec["addr"]), fmt.Sprint(rec["admin_addr"])

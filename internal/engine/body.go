@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,11 @@ const (
 // 100 Continue before the first read when the client expects it, and
 // starts the background read once the body ends.
 type body struct {
+	// mu serialises reads with the end of the handler: a reader the
+	// handler left behind (a goroutine still copying the body) cannot
+	// touch the connection once the engine has moved on.
+	mu        sync.Mutex
+	ended     bool // the handler returned: reads fail
 	c         *conn
 	chunked   bool
 	remaining int64 // bytes left: of the body (fixed) or of the current chunk
@@ -35,8 +41,9 @@ type body struct {
 	eof       bool
 	err       error // sticky
 	closed    bool
-	expect    bool // 100 Continue not sent yet
-	onEOF     func()
+	expect    bool          // 100 Continue not sent yet
+	onEOF     func()        // called once, when the body has ended
+	req       *http.Request // its Trailer gets the trailer section; nil: dropped
 }
 
 func newBody(c *conn, onEOF func()) *body {
@@ -51,7 +58,9 @@ func newBody(c *conn, onEOF func()) *body {
 }
 
 func (b *body) Read(p []byte) (int, error) {
-	if b.closed {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.ended {
 		return 0, errBodyClosed
 	}
 	if b.err != nil {
@@ -96,8 +105,19 @@ func (b *body) Read(p []byte) (int, error) {
 // Close marks the body closed; what is unread stays on the connection
 // (the engine drains or closes it after the answer).
 func (b *body) Close() error {
+	b.mu.Lock()
 	b.closed = true
+	b.mu.Unlock()
 	return nil
+}
+
+// end marks the handler returned (waiting for a read in progress on
+// another goroutine) and reports whether the body was read to its end.
+func (b *body) end() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = true
+	return b.eof
 }
 
 func (b *body) readFixed(p []byte) (int, error) {
@@ -155,33 +175,55 @@ func (b *body) readChunked(p []byte) (int, error) {
 }
 
 // readTrailer reads the trailer section after the last chunk: field
-// lines, each valid, ending with an empty line; their values are
-// dropped (the servers declare no use for request trailers).
+// lines, each valid, ending with an empty line. The fields go to the
+// request's Trailer (replacing the declared names' nil values, as
+// net/http merges them), except those that frame or route a message.
 func (b *body) readTrailer() error {
 	total := 0
+	var got http.Header
 	for {
 		line, err := b.c.readLine(maxTrailer - total)
 		if err != nil {
 			return err
 		}
 		if len(line) == 0 {
-			return nil
+			break
 		}
 		total += len(line) + 2
-		if err := parseTrailerField(line); err != nil {
+		name, value, err := parseTrailerField(line)
+		if err != nil {
 			return err
 		}
+		if b.req == nil || !trailerAllowed(name) {
+			continue
+		}
+		if got == nil {
+			got = make(http.Header)
+		}
+		got[name] = append(got[name], value)
 	}
-}
-
-// parseTrailerField checks one trailer line's syntax.
-func parseTrailerField(line []byte) error {
-	var h head
-	h.reset()
-	if err := parseField(line, &h); err != nil {
-		return errBadChunk
+	if len(got) > 0 {
+		if b.req.Trailer == nil {
+			b.req.Trailer = got
+		} else {
+			for k, v := range got {
+				b.req.Trailer[k] = v
+			}
+		}
 	}
 	return nil
+}
+
+// parseTrailerField checks one trailer line's syntax and returns its
+// canonical name and its value (copied: the line's bytes are reused).
+func parseTrailerField(line []byte) (string, string, error) {
+	var h head
+	h.reset()
+	if err := parseField(line, &h); err != nil || len(h.fields) != 1 {
+		return "", "", errBadChunk
+	}
+	f := h.fields[0]
+	return http.CanonicalHeaderKey(string(f.name)), string(f.value), nil
 }
 
 // parseChunkSize parses "1*HEXDIG [ chunk-ext ]". Extensions are
@@ -289,15 +331,17 @@ func (c *conn) renewBodyDeadline() {
 // drain reads and drops what is left of a body, up to limit bytes. It
 // reports whether the body ended.
 func (b *body) drain(limit int64) bool {
-	if b.eof {
-		return true
-	}
-	if b.err != nil {
-		return false
+	b.mu.Lock()
+	if b.eof || b.err != nil {
+		b.mu.Unlock()
+		return b.eof
 	}
 	closed := b.closed
 	b.closed = false
+	b.mu.Unlock()
 	_, err := io.CopyN(io.Discard, b, limit+1)
+	b.mu.Lock()
 	b.closed = closed
+	b.mu.Unlock()
 	return err == io.EOF
 }

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,13 +22,17 @@ import (
 // a longer one is chunked (net/http's rule and size).
 const bufferBeforeChunking = 2048
 
-// serveHandler runs Config.Handler for the parsed request through the
-// net/http bridge. It reports whether the connection may carry another
-// request.
-func (c *conn) serveHandler(now time.Time, keep bool) bool {
+// serveHandler runs h (Config.Handler, or the one a FastHandler chose)
+// for the parsed request through the net/http bridge. It reports whether
+// the connection may carry another request.
+func (c *conn) serveHandler(now time.Time, keep bool, h http.Handler) bool {
 	req, err := c.newRequest()
 	if err != nil {
-		c.writeError(&parseError{400, "malformed request target"})
+		pe, ok := err.(*parseError)
+		if !ok {
+			pe = &parseError{400, "malformed request target"}
+		}
+		c.writeError(pe)
 		c.lingerClose()
 		return false
 	}
@@ -40,22 +47,33 @@ func (c *conn) serveHandler(now time.Time, keep bool) bool {
 		c.out = append(c.out, "\r\n"...)
 		return keep && c.discardBody(req)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	if c.ctx == nil {
+		c.ctx = context.WithValue(c.s.baseCtx, http.LocalAddrContextKey, c.rwc.LocalAddr())
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.cancelReq = cancel
+	defer func() {
+		c.cancelReq = nil
+		cancel()
+	}()
+	req = req.WithContext(ctx)
 	var b *body
 	if c.h.hasBody() {
 		b = newBody(c, func() { c.startBackgroundRead(cancel) })
+		b.req = req
 		req.Body = b
 	} else {
 		req.Body = http.NoBody
 	}
-	req = req.WithContext(ctx)
 	w := &respWriter{c: c, req: req, body: b, header: make(http.Header), cl: -1,
 		isHead: req.Method == http.MethodHead, closeAfter: !keep, pending: c.pending[:0]}
 	if b == nil {
 		c.startBackgroundRead(cancel)
 	}
 	defer func() {
+		if c.hijacked {
+			return // the connection is the handler's now
+		}
 		// Deadlines the handler set end with its request.
 		if c.handlerWriteDL {
 			c.handlerWriteDL, c.writeDL = false, time.Time{}
@@ -66,10 +84,13 @@ func (c *conn) serveHandler(now time.Time, keep bool) bool {
 			c.setReadDeadline(time.Time{}, dlNone)
 		}
 	}()
-	if !c.runHandler(w, req) {
+	if !c.runHandler(w, req, h) || c.hijacked {
 		return false
 	}
 	w.finish()
+	if b != nil {
+		b.end() // a reader the handler left behind stops here
+	}
 	if c.handlerWriteDL {
 		c.flush() // the answer's tail under the handler's deadline
 	}
@@ -80,11 +101,15 @@ func (c *conn) serveHandler(now time.Time, keep bool) bool {
 // runHandler calls the handler, recovering a panic as net/http does: it
 // is logged (but for http.ErrAbortHandler) and the connection closed
 // without writing what was left.
-func (c *conn) runHandler(w *respWriter, req *http.Request) (ok bool) {
+func (c *conn) runHandler(w *respWriter, req *http.Request, h http.Handler) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			if r != http.ErrAbortHandler {
 				c.logf("engine: panic serving %v: %v", req.RemoteAddr, r)
+			}
+			if c.hijacked {
+				ok = false
+				return
 			}
 			c.stopBackgroundRead()
 			c.out = c.out[:0]
@@ -92,7 +117,7 @@ func (c *conn) runHandler(w *respWriter, req *http.Request) (ok bool) {
 			ok = false
 		}
 	}()
-	c.s.handler.ServeHTTP(w, req)
+	h.ServeHTTP(w, req)
 	return true
 }
 
@@ -128,10 +153,31 @@ func (c *conn) newRequest() (*http.Request, error) {
 		u.Scheme = ""
 	}
 	hdr := make(http.Header, len(h.fields))
+	var trailer http.Header
 	for _, f := range h.fields {
 		k := http.CanonicalHeaderKey(string(f.name))
 		if k == "Host" || k == "Transfer-Encoding" {
 			continue // net/http moves them to Host and TransferEncoding
+		}
+		if k == "Trailer" && h.chunked {
+			// Declared trailers move to Request.Trailer, filled when the
+			// body ends, as net/http does; a framing field is refused.
+			var bad bool
+			forEachToken(f.value, func(tok []byte) {
+				name := http.CanonicalHeaderKey(string(tok))
+				if !trailerAllowed(name) {
+					bad = true
+					return
+				}
+				if trailer == nil {
+					trailer = make(http.Header)
+				}
+				trailer[name] = nil
+			})
+			if bad {
+				return nil, errBadTrailer
+			}
+			continue
 		}
 		hdr[k] = append(hdr[k], string(f.value))
 	}
@@ -146,6 +192,7 @@ func (c *conn) newRequest() (*http.Request, error) {
 		RequestURI: target,
 		RemoteAddr: c.remoteAddr(),
 		Close:      h.close,
+		Trailer:    trailer,
 	}
 	if req.Host == "" {
 		req.Host = string(h.host)
@@ -158,6 +205,21 @@ func (c *conn) newRequest() (*http.Request, error) {
 		req.ContentLength = h.contentLength
 	}
 	return req, nil
+}
+
+// errBadTrailer refuses a request that declares a framing field as a
+// trailer.
+var errBadTrailer = &parseError{400, "bad trailer key"}
+
+// trailerAllowed reports whether a field may come in a request's trailer
+// section: never one that frames or routes the message (net/http refuses
+// the first three when declared; the engine drops all four when sent).
+func trailerAllowed(canonical string) bool {
+	switch canonical {
+	case "Content-Length", "Transfer-Encoding", "Trailer", "Host":
+		return false
+	}
+	return true
 }
 
 // discardBody drops a body nobody reads (OPTIONS *); false if it could
@@ -190,6 +252,7 @@ type respWriter struct {
 	cl          int64 // declared Content-Length, -1 if none
 	written     int64
 	pending     []byte
+	trailers    []string // declared in the head's Trailer field (chunked answers only)
 }
 
 func (w *respWriter) Header() http.Header { return w.header }
@@ -197,6 +260,10 @@ func (w *respWriter) Header() http.Header { return w.header }
 func (w *respWriter) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic("invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if w.c.hijacked {
+		w.c.logf("engine: WriteHeader(%d) on a hijacked connection", code)
+		return
 	}
 	if w.wroteHeader {
 		w.c.logf("engine: superfluous WriteHeader call (%d)", code)
@@ -218,6 +285,9 @@ func (w *respWriter) WriteHeader(code int) {
 }
 
 func (w *respWriter) Write(p []byte) (int, error) {
+	if w.c.hijacked {
+		return 0, http.ErrHijacked
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -276,6 +346,9 @@ func (w *respWriter) Flush() { _ = w.FlushError() }
 // FlushError is Flush reporting the write error, for
 // http.ResponseController.
 func (w *respWriter) FlushError() error {
+	if w.c.hijacked {
+		return http.ErrHijacked
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -296,6 +369,9 @@ func (w *respWriter) FlushError() error {
 // ReadFrom sends src, through sendfile when the answer is not chunked
 // (a file with a Content-Length, as ServeContent sends it).
 func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
+	if w.c.hijacked {
+		return 0, http.ErrHijacked
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -328,6 +404,42 @@ func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
 		return n, http.ErrContentLength
 	}
 	return n, err
+}
+
+// Hijack hands the connection to the handler (http.Hijacker, for
+// upgrades): what is written of the answer so far is sent first, the
+// deadlines are cleared, and the returned reader starts with the bytes
+// the engine had read past the request. From then on the engine never
+// reads, writes or closes the connection, and stops tracking it
+// (ConnState reports StateHijacked), as net/http does.
+func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c := w.c
+	switch {
+	case c.hijacked:
+		return nil, nil, http.ErrHijacked
+	case w.handlerDone:
+		return nil, nil, errors.New("engine: Hijack after the handler returned")
+	case c.werr != nil:
+		return nil, nil, c.werr
+	}
+	if w.wroteHeader {
+		if err := w.FlushError(); err != nil {
+			return nil, nil, err
+		}
+	} else if !c.flush() {
+		return nil, nil, c.werr
+	}
+	c.stopBackgroundRead()
+	c.hijacked = true
+	_ = c.rwc.SetDeadline(time.Time{})
+	var r io.Reader = c.rwc
+	if c.w > c.r {
+		r = io.MultiReader(bytes.NewReader(slices.Clone(c.buf[c.r:c.w])), c.rwc)
+		c.r = c.w
+	}
+	c.setState(http.StateHijacked)
+	c.s.trackConn(c, false)
+	return c.rwc, bufio.NewReadWriter(bufio.NewReader(r), bufio.NewWriter(c.rwc)), nil
 }
 
 // SetWriteDeadline sets the connection's write deadline for the rest of
@@ -369,8 +481,58 @@ func (w *respWriter) finish() {
 		}
 	}
 	if w.chunking {
-		w.c.out = append(w.c.out, "0\r\n\r\n"...)
+		w.c.out = w.appendTrailers(append(w.c.out, "0\r\n"...))
+		w.c.out = append(w.c.out, "\r\n"...)
 	}
+}
+
+// appendTrailers renders the trailer section of a chunked answer, as
+// net/http does: the values, set after the head, of the names declared in
+// its Trailer field, and every field named with http.TrailerPrefix. A
+// name that may not be a trailer (framing, routing, hop-by-hop) is left
+// out.
+func (w *respWriter) appendTrailers(b []byte) []byte {
+	for _, k := range w.trailers {
+		for _, v := range w.header[k] {
+			b = appendField(b, k, v)
+		}
+	}
+	for k, vv := range w.header {
+		name, ok := strings.CutPrefix(k, http.TrailerPrefix)
+		if !ok {
+			continue
+		}
+		name = http.CanonicalHeaderKey(name)
+		if !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidTrailerHeader(name) || slices.Contains(w.trailers, name) && len(w.header[name]) > 0 {
+			continue
+		}
+		for _, v := range vv {
+			b = appendField(b, name, v)
+		}
+	}
+	return b
+}
+
+// appendField appends "k: v\r\n", the value as net/http writes it.
+func appendField(b []byte, k, v string) []byte {
+	b = append(b, k...)
+	b = append(b, ": "...)
+	b = appendFieldValue(b, v)
+	return append(b, "\r\n"...)
+}
+
+// declaresTrailers reports whether the handler announced trailers: a
+// Trailer field, or a field named with http.TrailerPrefix.
+func (w *respWriter) declaresTrailers() bool {
+	if len(w.header["Trailer"]) > 0 {
+		return true
+	}
+	for k := range w.header {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // reusable reports whether the connection may carry another request.
@@ -400,7 +562,7 @@ func (w *respWriter) commit(p []byte) {
 
 	te := hdr.Get("Transfer-Encoding")
 	hasTE := te != ""
-	if w.handlerDone && !hasTE && bodyAllowed(w.status) && len(hdr["Content-Length"]) == 0 && (!w.isHead || len(p) > 0) {
+	if w.handlerDone && !hasTE && bodyAllowed(w.status) && len(hdr["Content-Length"]) == 0 && (!w.isHead || len(p) > 0) && !w.declaresTrailers() {
 		w.cl = int64(len(p))
 		extra = append(extra, "Content-Length: "+strconv.Itoa(len(p)))
 	}
@@ -464,6 +626,13 @@ func (w *respWriter) commit(p []byte) {
 	}
 	if w.chunking {
 		exclude.add("Content-Length")
+		for _, v := range hdr["Trailer"] {
+			forEachToken([]byte(v), func(tok []byte) {
+				if name := http.CanonicalHeaderKey(string(tok)); httpguts.ValidTrailerHeader(name) {
+					w.trailers = append(w.trailers, name)
+				}
+			})
+		}
 	}
 	if w.closeAfter && (!keepAlives || !hasToken(hdr.Get("Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
 		exclude.add("Connection")
@@ -483,10 +652,7 @@ func (w *respWriter) commit(p []byte) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		for _, v := range hdr[k] {
-			b = append(b, k...)
-			b = append(b, ": "...)
-			b = appendFieldValue(b, v)
-			b = append(b, "\r\n"...)
+			b = appendField(b, k, v)
 		}
 	}
 	for _, line := range extra {

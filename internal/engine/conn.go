@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -46,9 +47,13 @@ type conn struct {
 	handlerWriteDL  bool // a handler set the write deadline: no renewals until its answer ends
 	handlerReadDL   bool // a handler set the read deadline: no body renewals until its request ends
 
-	werr     error // the first write error; the connection is done
-	peerDone bool  // the client closed its side (seen by the background read)
-	bg       *bgRead
+	ctx      context.Context // the connection's context (the server's, and its local address), made once
+	werr     error           // the first write error; the connection is done
+	peerDone bool            // the client closed its side (seen by the background read)
+	hijacked bool            // a handler took the connection over (Hijack): never touch it again
+
+	cancelReq context.CancelFunc // cancels the bridged request in progress; nil between requests
+	bg        *bgRead
 }
 
 // Kinds of read deadline.
@@ -136,6 +141,9 @@ func (c *conn) finish() {
 	if r := recover(); r != nil && r != http.ErrAbortHandler {
 		c.logf("engine: panic serving %v: %v", c.rwc.RemoteAddr(), r)
 	}
+	if c.hijacked {
+		return // closed, and forgotten by the server, by its new owner
+	}
 	c.stopBackgroundRead()
 	if c.werr == nil && len(c.out) > 0 {
 		c.flush()
@@ -173,7 +181,7 @@ func (c *conn) serveOne() bool {
 	c.r += n
 	now := time.Now()
 	keep := c.s.keepAlives() && !c.h.close
-	if f := c.s.cfg.Fast; f != nil && !c.h.hasBody() && !c.h.expect && !c.h.upgrade {
+	if f := c.s.cfg.Fast; f != nil && (c.s.cfg.FastBodies || !c.h.hasBody() && !c.h.expect && !c.h.upgrade) {
 		// The views live in the connection, so the fast path allocates
 		// nothing for them.
 		c.fresp = Response{c: c, now: now, keep: keep}
@@ -186,7 +194,7 @@ func (c *conn) serveOne() bool {
 			panic("engine: a FastHandler wrote an answer and returned false")
 		}
 	}
-	keep = c.serveHandler(now, keep)
+	keep = c.serveHandler(now, keep, c.s.handler)
 	c.reqs++
 	return keep
 }
@@ -302,6 +310,19 @@ func (c *conn) renewWriteDeadline() {
 	c.writeDL = at
 }
 
+// writeFailed records the first write error: the connection is done,
+// and the request in progress, if any, has its context canceled (as
+// net/http does), so a handler streaming to a client that stopped
+// reading stops too.
+func (c *conn) writeFailed(err error) {
+	if c.werr == nil {
+		c.werr = err
+	}
+	if c.cancelReq != nil {
+		c.cancelReq()
+	}
+}
+
 // flush writes the pending answers. It reports false after a write
 // error (kept in werr: the connection is done).
 func (c *conn) flush() bool {
@@ -315,7 +336,7 @@ func (c *conn) flush() bool {
 	_, err := c.rwc.Write(c.out)
 	c.out = c.out[:0]
 	if err != nil {
-		c.werr = err
+		c.writeFailed(err)
 		return false
 	}
 	if cap(c.out) > 64<<10 {
@@ -339,7 +360,7 @@ func (c *conn) write(b []byte) bool {
 	}
 	c.renewWriteDeadline()
 	if _, err := c.rwc.Write(b); err != nil {
-		c.werr = err
+		c.writeFailed(err)
 		return false
 	}
 	return true
@@ -383,7 +404,7 @@ func (c *conn) readFrom(src io.Reader) (int64, error) {
 			n -= m
 		}
 		if err != nil {
-			c.werr = err
+			c.writeFailed(err)
 			return total, err
 		}
 		if m < size {

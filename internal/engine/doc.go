@@ -31,7 +31,9 @@
 //     Connection: close, before any handler sees the request, and the
 //     connection closes after a bounded linger. FuzzParseHead checks the
 //     parser against net/http's: whatever the engine accepts, net/http
-//     accepts and reads the same way.
+//     accepts and reads the same way; the request matrix and smuggling
+//     attacks of internal/httpmatrix are diffed against net/http here and,
+//     for what an upstream receives, through the proxy.
 //   - conn, the connection loop: one goroutine per connection, a 4 KiB
 //     read buffer (grown only for a large head), answers gathered in one
 //     write buffer and flushed when no pipelined request is waiting, after
@@ -47,12 +49,17 @@
 //     request. ConnState is called at net/http's points, so connlimit's
 //     idle and header-timeout counters work unchanged.
 //   - FastHandler, the fast path: asked first for every request without a
-//     body; it either writes a complete answer (status, pre-rendered header
-//     lines, body; the engine adds Date and Connection) or passes. Request
-//     and Response are views into the connection, valid for the call.
-//     Refusals renders a gate's refusal once per gate, reason and
-//     Retry-After with httpgate.AppendRefusal (the bytes WriteRefusal
-//     writes) and keeps it.
+//     body (with Config.FastBodies, for every request); it either writes a
+//     complete answer (status, pre-rendered header lines, body; the engine
+//     adds Date and Connection, and drops a body left unread, or closes
+//     the connection when it is over 256 KiB or the client awaits 100
+//     Continue), hands the request to a handler of its choosing through
+//     the bridge (Response.ServeWith: a decision taken on the fast path,
+//     an admission say, carried into the handler and released when it
+//     returns), or passes. Request and Response are views into the
+//     connection, valid for the call. Refusals renders a gate's refusal
+//     once per gate, reason and Retry-After with httpgate.AppendRefusal
+//     (the bytes WriteRefusal writes) and keeps it.
 //   - the net/http bridge (serveHandler): an *http.Request as net/http
 //     would build it (Host and Transfer-Encoding moved out of Header, the
 //     URL from url.ParseRequestURI), a body reader (Content-Length or
@@ -64,9 +71,16 @@
 //     sniffed Content-Type; Date; no body for HEAD, 1xx, 204, 304;
 //     Connection: close when the connection will close), with
 //     http.Flusher, io.ReaderFrom (sendfile) and ResponseController's
-//     deadlines. Panics are logged and close the connection, as in
-//     net/http. Not supported yet: Hijack (upgrades), request trailers
-//     reaching the handler, EnableFullDuplex.
+//     deadlines. Trailers go both ways as in net/http: a request's
+//     declared trailers are in Request.Trailer and filled when its body
+//     ends (a framing field declared as a trailer is refused, one sent is
+//     dropped); a chunked answer carries the values of the names its
+//     Trailer field declares and of fields named with http.TrailerPrefix
+//     (and an answer that declares trailers is chunked, however short).
+//     http.Hijacker hands the connection over for an upgrade, with the
+//     bytes already read past the request; the engine then forgets it
+//     (ConnState StateHijacked). Panics are logged and close the
+//     connection, as in net/http. Not supported: EnableFullDuplex.
 //   - Server: Serve, Shutdown (stop accepting, close idle connections,
 //     wait for the rest; answers carry Connection: close from then on),
 //     Close and SetKeepAlivesEnabled, as http.Server's, so package server

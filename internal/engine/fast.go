@@ -3,14 +3,19 @@ package engine
 import (
 	"bytes"
 	"net"
+	"net/http"
 	"time"
 	"unsafe"
 )
 
-// Request is a FastHandler's view of a request the engine parsed: the
-// head only (the fast path sees no request with a body). Strings it
-// returns point into the connection's read buffer and are valid only
-// until ServeFast returns; copy what must outlive it.
+// Request is a FastHandler's view of a request the engine parsed: its
+// head. The fast path sees a request with a body (or one that expects
+// 100 Continue, or asks to upgrade) only with Config.FastBodies, and
+// never reads the body itself: it answers without it (the engine then
+// drops or closes what is left) or hands the request to a handler with
+// Response.ServeWith. Strings it returns point into the connection's
+// read buffer and are valid only until ServeFast returns or calls
+// ServeWith; copy what must outlive it.
 type Request struct {
 	c *conn
 }
@@ -64,6 +69,44 @@ func (r *Request) Has(name string) bool {
 	return ok
 }
 
+// Get returns the first value of the named field, or "" (as
+// http.Header.Get does, with name matched without regard to case).
+func (r *Request) Get(name string) string {
+	v, _ := r.Header(name)
+	return v
+}
+
+// Values returns every value of the named field, in order (as
+// http.Header.Values does). Unlike the other views it allocates the
+// slice; its strings point into the read buffer.
+func (r *Request) Values(name string) []string {
+	var out []string
+	for _, f := range r.c.h.fields {
+		if len(f.name) == len(name) && equalFold(f.name, name) {
+			out = append(out, b2s(f.value))
+		}
+	}
+	return out
+}
+
+// Host returns the Host field's value ("" for an HTTP/1.0 request
+// without one). It is the request's host as net/http reads it for an
+// origin-form target (Path's ok); for an absolute-form target net/http
+// takes the host from the target instead.
+func (r *Request) Host() string { return b2s(r.c.h.host) }
+
+// HasBody reports whether the request declares a body (a Content-Length
+// above zero, or chunked).
+func (r *Request) HasBody() bool { return r.c.h.hasBody() }
+
+// Upgrade reports whether the request asks to switch protocols
+// (Connection: upgrade with an Upgrade field).
+func (r *Request) Upgrade() bool { return r.c.h.upgrade }
+
+// RemoteAddrString returns the client's address as a string ("ip:port"),
+// made once per connection.
+func (r *Request) RemoteAddrString() string { return r.c.remoteAddr() }
+
 // ProtoMinor returns 1 for HTTP/1.1, 0 for HTTP/1.0.
 func (r *Request) ProtoMinor() int { return r.c.h.minor }
 
@@ -98,6 +141,22 @@ type Response struct {
 	wrote bool
 }
 
+// ServeWith answers the request with h, through the net/http bridge,
+// now: h gets the *http.Request and http.ResponseWriter Config.Handler
+// would have got (the body included). A FastHandler that has decided
+// something about the request (an admission, say) calls it with a
+// handler that carries the decision, and releases what it holds when
+// ServeWith returns, then returns true. The Request's views are not
+// valid once ServeWith is called. ServeWith may be called once, instead
+// of Write.
+func (w *Response) ServeWith(h http.Handler) {
+	if w.wrote {
+		panic("engine: Response.ServeWith after an answer")
+	}
+	w.wrote = true
+	w.keep = w.c.serveHandler(w.now, w.keep, h)
+}
+
 // Write sends a complete answer: the status, the header lines in
 // header (each "Name: value\r\n", pre-rendered; without Date and
 // Connection, which the engine adds), and body. For a HEAD request, or
@@ -110,6 +169,15 @@ func (w *Response) Write(status int, header, body []byte) {
 	}
 	w.wrote = true
 	c := w.c
+	if w.keep && c.h.hasBody() {
+		// The body is left unread: drop it, as net/http does after a
+		// handler that did not read it, or close. A client waiting for
+		// 100 Continue may or may not send it now, so that connection
+		// closes too.
+		if c.h.expect || !newBody(c, nil).drain(maxDrainBody) {
+			w.keep = false
+		}
+	}
 	b := c.out
 	b = append(b, statusLine(status)...)
 	b = append(b, header...)

@@ -18,8 +18,21 @@ const maxCachedRetryAfter = 64
 // bytes httpgate.WriteRefusal writes through net/http) and kept. The
 // zero value is ready; it is safe for concurrent use.
 type Refusals struct {
+	// Extra, if not nil, returns header lines ("Name: value\r\n" each)
+	// added to every refusal of the named gate with that Retry-After (a
+	// quota's RateLimit headers, say). What it returns is kept with the
+	// rendering: call Reset when it would return something else.
+	Extra func(gate string, retryAfter int) []byte
+
 	cache atomic.Pointer[map[refusalKey]*rendered] // copy on write
 	mu    sync.Mutex                               // serialises writers of cache
+}
+
+// Reset forgets every rendering (after what Extra returns changed).
+func (f *Refusals) Reset() {
+	f.mu.Lock()
+	f.cache.Store(nil)
+	f.mu.Unlock()
 }
 
 type refusalKey struct {
@@ -39,7 +52,7 @@ type rendered struct {
 func (f *Refusals) Write(w *Response, err error) {
 	re, ok := err.(*admit.RejectedError)
 	if !ok || re.RetryAfterSeconds() > maxCachedRetryAfter {
-		f.write(w, render(err))
+		f.write(w, f.render(err))
 		return
 	}
 	k := refusalKey{re.Gate(), re.Reason(), re.RetryAfterSeconds()}
@@ -49,7 +62,7 @@ func (f *Refusals) Write(w *Response, err error) {
 			return
 		}
 	}
-	r := render(err)
+	r := f.render(err)
 	f.mu.Lock()
 	old := f.cache.Load()
 	m := make(map[refusalKey]*rendered, 1)
@@ -64,8 +77,20 @@ func (f *Refusals) Write(w *Response, err error) {
 	f.write(w, r)
 }
 
-func render(err error) *rendered {
+// WriteWith answers w with the refusal err plus the header lines extra,
+// rendered for this answer only (extra varies from one refusal to the
+// next: a quota's remaining tokens, say).
+func (f *Refusals) WriteWith(w *Response, err error, extra []byte) {
+	r := f.render(err)
+	r.header = append(r.header, extra...)
+	f.write(w, r)
+}
+
+func (f *Refusals) render(err error) *rendered {
 	status, header, body, closeConn := httpgate.AppendRefusal(nil, err)
+	if re, ok := err.(*admit.RejectedError); ok && f.Extra != nil {
+		header = append(header, f.Extra(re.Gate(), re.RetryAfterSeconds())...)
+	}
 	return &rendered{status, header, body, closeConn}
 }
 

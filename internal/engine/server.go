@@ -48,6 +48,12 @@ type Config struct {
 	// path. Nil means every request goes to Handler.
 	Fast FastHandler
 
+	// FastBodies makes the engine ask Fast also for requests that carry
+	// a body, expect 100 Continue or ask to upgrade (a proxy decides
+	// those too: a refused POST costs no more than a refused GET).
+	// False: those go to Handler without asking Fast.
+	FastBodies bool
+
 	// ReadHeaderTimeout bounds the time from a request's first byte (or,
 	// for a new connection, from the accept) to the end of its head.
 	// Zero or negative means none.
@@ -106,6 +112,14 @@ type Server struct {
 	shutting  atomic.Bool
 	noKeepAlv atomic.Bool
 	date      atomic.Pointer[dateLine]
+
+	// baseCtx is every bridged request's root context: it carries
+	// http.ServerContextKey, as net/http's do, so a handler that checks
+	// it runs under a server behaves as it would under net/http
+	// (httputil.ReverseProxy then aborts an answer the upstream broke
+	// off with http.ErrAbortHandler). The *http.Server under it serves
+	// nothing.
+	baseCtx context.Context
 }
 
 // New returns a Server for cfg.
@@ -118,6 +132,7 @@ func New(cfg Config) *Server {
 	if s.maxHeader <= 0 {
 		s.maxHeader = DefaultMaxHeaderBytes
 	}
+	s.baseCtx = context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
 	return s
 }
 

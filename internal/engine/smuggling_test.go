@@ -4,16 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-// smuggled is the request each attack hides in what precedes it: if the
-// handler ever sees its target, two parsers could disagree on where a
-// request ends.
-const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+	"github.com/sluicehq/sluice/internal/httpmatrix"
+)
 
 // Request smuggling is impossible by construction: a request whose
 // framing has more than one reading is refused before any handler sees
@@ -23,29 +19,9 @@ const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
 func TestSmugglingIsRefused(t *testing.T) {
 	h := &echo{}
 	_, addr := serveEngine(t, Config{Handler: h, ReadHeaderTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second})
-	n := strconv.Itoa(len(smuggled))
-	hexN := strconv.FormatInt(int64(len(smuggled)), 16)
-	cases := []struct{ name, raw string }{
-		{"CL.TE", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
-		{"TE.CL", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\n" + smuggled},
-		{"two Content-Lengths", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: " + n + "\r\n\r\n" + smuggled},
-		{"Content-Length list", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0, " + n + "\r\n\r\n" + smuggled},
-		{"TE with a space before the colon", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n" + smuggled},
-		{"TE folded", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length: " + n + "\r\n\r\n" + smuggled},
-		{"TE not exactly chunked", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n" + smuggled},
-		{"TE with a vertical tab", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \vchunked\r\n\r\n0\r\n\r\n" + smuggled},
-		{"TE repeated", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
-		{"TE in HTTP/1.0", "POST /a HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
-		{"bare LF in the framing", "POST /a HTTP/1.1\r\nHost: x\r\nX: y\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + smuggled},
-		{"bare CR in the framing", "POST /a HTTP/1.1\r\nHost: x\r\nX: y\rTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + smuggled},
-		{"chunk longer than its size", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n" + smuggled},
-		{"chunk size with a prefix", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0x" + hexN + "\r\n" + smuggled + "\r\n0\r\n\r\n"},
-		{"chunk line ended by LF", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + hexN + "\n" + smuggled + "\r\n0\r\n\r\n"},
-		{"negative chunk size", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n" + smuggled + "\r\n0\r\n\r\n"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			raw := rawExchange(t, addr, c.raw)
+	for _, c := range httpmatrix.Smuggling() {
+		t.Run(c.Name, func(t *testing.T) {
+			raw := rawExchange(t, addr, c.Raw)
 			rs := readResponses(t, raw, "POST", "GET")
 			if len(rs) != 1 {
 				t.Fatalf("%d answers, want exactly one refusal: %q", len(rs), raw)

@@ -1,0 +1,352 @@
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults for zero Config fields.
+const (
+	// DefaultMaxIdlePerHost is how many idle keep-alive connections are
+	// kept per upstream: a proxy's gate bounds its requests in flight to
+	// tens, and every one of them finds a warm connection.
+	DefaultMaxIdlePerHost = 128
+	// DefaultDialTimeout bounds a connection attempt (net/http's
+	// DefaultTransport: 30 s; an upstream on the same network answers a
+	// SYN in milliseconds or not at all).
+	DefaultDialTimeout = 10 * time.Second
+	// DefaultIdleTimeout closes a pooled connection idle this long,
+	// before most servers close theirs (nginx: 75 s, net/http: none).
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultMaxResponseHeaderBytes bounds a response head.
+	DefaultMaxResponseHeaderBytes = 1 << 20
+)
+
+// Config configures a Client. The zero Config is valid: every field says
+// what zero and negative mean.
+type Config struct {
+	// MaxIdlePerHost bounds the idle keep-alive connections kept per
+	// upstream (scheme, host and port); a connection released beyond it
+	// is closed. The connections in use are bounded by the caller (the
+	// proxy's gates): open connections are at most those in use plus
+	// MaxIdlePerHost. 0 means DefaultMaxIdlePerHost; negative keeps
+	// none (a connection per request).
+	MaxIdlePerHost int
+	// DialTimeout bounds the connection (and, for https, the TLS
+	// handshake). 0 means DefaultDialTimeout; negative means none (the
+	// request's context still bounds it).
+	DialTimeout time.Duration
+	// HeaderTimeout bounds the wait for the response's head once the
+	// request's head is written. 0 or negative means none.
+	HeaderTimeout time.Duration
+	// BodyIdleTimeout bounds each wait for bytes of the response body
+	// (not the whole body: a long download that keeps moving is not
+	// cut). 0 or negative means none.
+	BodyIdleTimeout time.Duration
+	// IdleTimeout closes a pooled connection idle this long. 0 means
+	// DefaultIdleTimeout; negative means none.
+	IdleTimeout time.Duration
+	// MaxResponseHeaderBytes bounds a response head; a larger one fails
+	// the request. 0 means DefaultMaxResponseHeaderBytes.
+	MaxResponseHeaderBytes int
+	// TLS configures connections to https:// upstreams (ALPN is set to
+	// http/1.1, and ServerName to the host when empty). Nil means the
+	// zero tls.Config.
+	TLS *tls.Config
+	// Dial makes the connections. Nil means a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Client is an HTTP/1.1 client with a keep-alive pool per upstream: an
+// http.RoundTripper. Safe for concurrent use; the zero Client is not
+// usable (New makes one).
+type Client struct {
+	cfg    Config
+	dialer net.Dialer
+
+	mu     sync.Mutex
+	hosts  map[string]*hostPool
+	closed bool
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) *Client {
+	if cfg.MaxIdlePerHost == 0 {
+		cfg.MaxIdlePerHost = DefaultMaxIdlePerHost
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxResponseHeaderBytes <= 0 {
+		cfg.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
+	}
+	c := &Client{cfg: cfg, hosts: map[string]*hostPool{}}
+	c.dialer.KeepAlive = 30 * time.Second
+	return c
+}
+
+// Errors of a round trip the client refuses to send or to read.
+var (
+	// ErrInvalidRequest: the request cannot be written as exactly one
+	// HTTP/1.1 message (a bad method, target, Host or field).
+	ErrInvalidRequest = errors.New("upstream: invalid request")
+	// ErrBadResponse: the upstream's answer is not one well-framed
+	// HTTP/1.x response (the connection is closed, never reused).
+	ErrBadResponse = errors.New("upstream: malformed response")
+	// ErrBodyLength: the request body did not have the length its
+	// ContentLength declared (the upstream never got a whole message).
+	ErrBodyLength = errors.New("upstream: request body length differs from its ContentLength")
+	errClosed     = errors.New("upstream: client closed")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// RoundTrip sends req and returns the upstream's response, whose Body
+// the caller must close (at its end the connection goes back to the
+// pool). It honours http.RoundTripper's contract: req is not modified,
+// and its Body is closed, also on errors. A request that failed on a
+// reused connection before any byte of an answer came back is sent
+// again on a new connection when it can be (no body, or GetBody, and an
+// idempotent method or an Idempotency-Key), as net/http does.
+func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	w, err := c.prepare(req)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	hp, err := c.host(req.URL)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	ctx := req.Context()
+	body := req.Body
+	if body == http.NoBody {
+		body = nil
+	}
+	for try := 0; ; try++ {
+		cn, err := hp.get(ctx, try > 0)
+		if err != nil {
+			if body != nil {
+				body.Close()
+			}
+			return nil, err
+		}
+		resp, err := cn.roundTrip(ctx, req, w, body)
+		if err == nil {
+			return resp, nil
+		}
+		var ne *notAnsweredError
+		if try > 0 || !cn.reused || !errors.As(err, &ne) || !replayable(req) || ctx.Err() != nil {
+			return nil, err
+		}
+		// A stale keep-alive connection: the upstream closed it as this
+		// request went out. Send it once more on a fresh one.
+		if body != nil {
+			if body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+			if body == http.NoBody {
+				body = nil
+			}
+		}
+	}
+}
+
+// replayable reports whether a request may be sent again after a
+// connection failed under it, net/http's rule: no body (or one GetBody
+// can make again) and an idempotent method or an Idempotency-Key.
+func replayable(r *http.Request) bool {
+	if r.Body != nil && r.Body != http.NoBody && r.GetBody == nil {
+		return false
+	}
+	switch r.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, a := r.Header["Idempotency-Key"]
+	_, b := r.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+func closeRequestBody(r *http.Request) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+}
+
+// CloseIdleConnections closes the pooled connections not in use.
+func (c *Client) CloseIdleConnections() {
+	c.mu.Lock()
+	hosts := make([]*hostPool, 0, len(c.hosts))
+	for _, hp := range c.hosts {
+		hosts = append(hosts, hp)
+	}
+	c.mu.Unlock()
+	for _, hp := range hosts {
+		hp.closeIdle()
+	}
+}
+
+// Close closes the idle connections and makes later round trips fail;
+// connections in use close when their answer ends.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.CloseIdleConnections()
+}
+
+// host returns the pool for u's upstream.
+func (c *Client) host(u *url.URL) (*hostPool, error) {
+	secure := u.Scheme == "https"
+	addr := u.Host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		if secure {
+			addr = net.JoinHostPort(strings.Trim(addr, "[]"), "443")
+		} else {
+			addr = net.JoinHostPort(strings.Trim(addr, "[]"), "80")
+		}
+	}
+	key := addr
+	if secure {
+		key = "https://" + addr
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	hp := c.hosts[key]
+	if hp == nil {
+		hp = &hostPool{c: c, addr: addr, secure: secure}
+		c.hosts[key] = hp
+	}
+	return hp, nil
+}
+
+// hostPool is one upstream's connections: the idle ones, newest last.
+type hostPool struct {
+	c      *Client
+	addr   string
+	secure bool
+
+	mu   sync.Mutex
+	idle []*conn
+}
+
+// get returns an idle connection that is still open, or a new one
+// (always a new one with fresh).
+func (hp *hostPool) get(ctx context.Context, fresh bool) (*conn, error) {
+	if !fresh {
+		for {
+			cn := hp.takeIdle()
+			if cn == nil {
+				break
+			}
+			if cn.usable() {
+				return cn, nil
+			}
+			cn.close()
+		}
+	}
+	return hp.dial(ctx)
+}
+
+func (hp *hostPool) takeIdle() *conn {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	n := len(hp.idle)
+	if n == 0 {
+		return nil
+	}
+	cn := hp.idle[n-1]
+	hp.idle[n-1] = nil
+	hp.idle = hp.idle[:n-1]
+	return cn
+}
+
+// put returns a connection whose exchange ended cleanly to the pool, or
+// closes it when the pool is full.
+func (hp *hostPool) put(cn *conn) {
+	cfg := &hp.c.cfg
+	hp.mu.Lock()
+	if len(hp.idle) >= cfg.MaxIdlePerHost {
+		hp.mu.Unlock()
+		cn.close()
+		return
+	}
+	if cfg.IdleTimeout > 0 {
+		cn.idleSince = time.Now()
+	}
+	cn.reused = true
+	hp.idle = append(hp.idle, cn)
+	hp.mu.Unlock()
+	hp.c.mu.Lock()
+	closed := hp.c.closed
+	hp.c.mu.Unlock()
+	if closed {
+		hp.closeIdle()
+	}
+}
+
+func (hp *hostPool) closeIdle() {
+	hp.mu.Lock()
+	idle := hp.idle
+	hp.idle = nil
+	hp.mu.Unlock()
+	for _, cn := range idle {
+		cn.close()
+	}
+}
+
+// dial opens a new connection.
+func (hp *hostPool) dial(ctx context.Context) (*conn, error) {
+	cfg := &hp.c.cfg
+	if cfg.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.DialTimeout)
+		defer cancel()
+	}
+	var nc net.Conn
+	var err error
+	if cfg.Dial != nil {
+		nc, err = cfg.Dial(ctx, "tcp", hp.addr)
+	} else {
+		nc, err = hp.c.dialer.DialContext(ctx, "tcp", hp.addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if hp.secure {
+		tc := &tls.Config{}
+		if cfg.TLS != nil {
+			tc = cfg.TLS.Clone()
+		}
+		if tc.ServerName == "" {
+			host, _, _ := net.SplitHostPort(hp.addr)
+			tc.ServerName = host
+		}
+		tc.NextProtos = []string{"http/1.1"}
+		tl := tls.Client(nc, tc)
+		if err := tl.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tl
+	}
+	return newConn(hp, nc), nil
+}
