@@ -21,7 +21,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/internal/redisconf"
 	"github.com/sluicehq/sluice/quota/redisquota"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -208,11 +207,14 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 		return parseExit(err)
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(e.stderr, "sluice ratelimit: %v\n", err)
+		if code == exitUsage {
+			return usageError(e, "ratelimit", err)
+		}
+		printError(e, "ratelimit", err)
 		return code
 	}
 	if fs.NArg() > 0 {
-		return fail(exitUsage, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0)))
+		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if len(o.configs) == 0 {
 		return fail(exitUsage, errors.New("--config PATH is required: a YAML file or a directory of them"))
@@ -272,10 +274,7 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 		Pprof:           o.serve.pprof,
 	})
 	if err != nil {
-		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
-			return fail(exitUsage, err)
-		}
-		return fail(exitFail, err)
+		return listenFailed(e, "ratelimit", err, o.serve.listenAddrs()...)
 	}
 
 	// Reload on SIGHUP and on file changes, until the server stops.
