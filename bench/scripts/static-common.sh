@@ -68,7 +68,7 @@ start_sluice() {
 	shift 2
 	if [ "$SLUICE_SERVE" = 1 ] && [ -z "${SLOW_READ:-}" ]; then
 		taskset -c "$SERVER_CPUS" "$WORK/sluice" serve --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" \
-			--root "$SITE" --work-limit "$limit" --gate-scope "$scope" "$@" >"$WORK/server.log" 2>&1 &
+			--root "$SITE" --max-inflight "$limit" --gate-scope "$scope" "$@" >"$WORK/server.log" 2>&1 &
 	else
 		# The slow-disk hook (SLOW_READ) exists only in the benchmark server.
 		taskset -c "$SERVER_CPUS" "$WORK/benchserver" -mode sluice -addr "127.0.0.1:$PORT" \

@@ -288,3 +288,48 @@ func TestHelpAndReadmeListEveryCommand(t *testing.T) {
 		t.Errorf("README lists the commands %v; the command table has %v", listed, names)
 	}
 }
+
+// TestDocsUseCurrentFlagNames: the README and docs never write a
+// deprecated flag name (nor its SLUICE_* twin). A deprecated name that is
+// also the current name of another command's flag (lab's old --slots is
+// plan wait's --slots) cannot be told apart in prose and is left out.
+func TestDocsUseCurrentFlagNames(t *testing.T) {
+	current, old := map[string]bool{}, map[string]bool{}
+	for _, line := range commandLines() {
+		for _, f := range helpFlags(t, line) {
+			current[f.name] = true
+		}
+		_, _, help := runCmd(context.Background(), nil, append(slices.Clone(line), "--help")...)
+		if _, dep, ok := strings.Cut(help, "deprecated names"); ok {
+			for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+) +now --`).FindAllStringSubmatch(dep, -1) {
+				old[m[1]] = true
+			}
+		}
+	}
+	if len(old) < 5 {
+		t.Fatalf("found %d deprecated names in the commands' --help", len(old))
+	}
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench, _ := filepath.Glob("../../docs/bench/*.md")
+	files = append(append(files, bench...), "../../README.md")
+	for name := range old {
+		if current[name] {
+			continue
+		}
+		re := regexp.MustCompile(`--` + regexp.QuoteMeta(name) + `\b[^-]|\b` + envName(name) + `\b`)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, l := range strings.Split(string(b), "\n") {
+				if re.MatchString(l + " ") {
+					t.Errorf("%s:%d writes the deprecated --%s: %s", filepath.Base(f), i+1, name, l)
+				}
+			}
+		}
+	}
+}

@@ -28,7 +28,7 @@ func runLab(ctx context.Context, e env, args []string) int {
 		"or --hold-limit (then 504); while every slot is held, GET /work gets 503, Retry-After: 1 and\n"+
 		"{\"error\":\"BUSY\"}. GET /state shows active, admitted, rejected and completed.\n"+
 		"/release is unauthenticated: keep --addr on loopback. SIGHUP is logged and changes nothing\n"+
-		"(the lab has no configuration to re-read); SIGINT or SIGTERM stop it.")
+		"(the lab has no configuration to re-read); SIGINT or SIGTERM stop it.\n\n"+serverExitStatus)
 	addr := fs.String("addr", defaultLabAddr, "listen `host:port` for /work, /release and /state")
 	slots := fs.Int("max-inflight", lab.DefaultSlots, "business slots: /work requests that may hold a slot at once")
 	hold := fs.Duration("hold-limit", lab.DefaultHoldLimit, "longest a /work holds its slot waiting for /release")

@@ -286,7 +286,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		"counted against the upstream; upgrades (WebSocket) are tunnelled only where a route allows them,\n"+
 		"on their own \"tunnels\" gate, and h2c upgrades never.\n"+
 		"SIGHUP re-reads --config and the TLS files and applies what changed without dropping a connection;\n"+
-		"a file that does not check is refused with a log line and the running configuration stays.")
+		"a file that does not check is refused with a log line and the running configuration stays.\n\n"+serverExitStatus)
 	var so serveOptions
 	so.register(fs)
 	var po proxyOptions

@@ -200,7 +200,7 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 	usageFor(fs, "usage: sluice ratelimit --config PATH [flags]\n\n"+
 		"Serve Envoy's rate limit service (envoy.service.ratelimit.v3, gRPC) with the reference server's\n"+
 		"YAML configuration. Counters live in this process, or in Redis with --redis (shared by a fleet).\n"+
-		"Health, metrics and state are on the admin listener; grpc.health.v1 is on the gRPC listener.")
+		"Health, metrics and state are on the admin listener; grpc.health.v1 is on the gRPC listener.\n\n"+serverExitStatus)
 	var o ratelimitOptions
 	o.register(fs)
 	if err := parseFlags(fs, e, args); err != nil {

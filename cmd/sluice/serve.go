@@ -263,6 +263,12 @@ func (o *serveOptions) warn(logger *slog.Logger, gateWork int64) {
 	}
 }
 
+// serverExitStatus is the exit status paragraph of the commands that
+// serve (serve, proxy, lab, ratelimit).
+const serverExitStatus = "Exit status: 0 a clean shutdown; 1 work cut short at shutdown, or a failure while serving;\n" +
+	"2 bad flags or configuration; 5 a listen address that cannot be bound (in use, not permitted,\n" +
+	"not this host's)."
+
 func usageFor(fs *flag.FlagSet, synopsis string) {
 	fs.Usage = func() {
 		w := fs.Output()
@@ -284,7 +290,7 @@ func serveMain(ctx context.Context, e env, args []string) int {
 	usageFor(fs, "usage: sluice serve [flags]\n\n"+
 		"Serve static files. Only the expensive work (a disk read) takes a slot of an admission gate;\n"+
 		"when the gate is full the answer is 503 with Retry-After. Health, metrics and state are on\n"+
-		"the admin listener. SIGHUP re-reads the TLS certificate and key.")
+		"the admin listener. SIGHUP re-reads the TLS certificate and key.\n\n"+serverExitStatus)
 	var o serveOptions
 	o.register(fs)
 	static := addStaticFlags(fs)

@@ -1,5 +1,5 @@
 // Package redisconf turns the fleet-quota flags of `sluice serve` and
-// `sluice proxy` (--quota-redis URL and --quota-timeout) into a go-redis
+// `sluice proxy` (--quota-redis URL and --quota-redis-timeout) into a go-redis
 // client set up the way a quota store behind a breaker needs it.
 //
 // It is internal: a library user builds its own *redis.Client and hands
