@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/internal/quotakey"
+	"github.com/sluicehq/sluice/internal/ratespec"
 	"github.com/sluicehq/sluice/internal/redisconf"
 	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/quota/redisquota"
@@ -56,7 +57,7 @@ func parseQuotaSpec(s string) (quotaSpec, error) {
 		case "name":
 			err = quota.CheckName(val)
 		case "rate":
-			q.rate, err = parseRate(val)
+			q.rate, err = ratespec.Parse(val)
 		case "burst":
 			q.burst, err = parseCount(val)
 		case "max-keys":
@@ -93,37 +94,6 @@ func parseQuotaSpec(s string) (quotaSpec, error) {
 		}
 	}
 	return q, nil
-}
-
-// parseRate parses "N/unit": N a positive number, unit s, m, h or a Go
-// duration such as 10s or 100ms.
-func parseRate(v string) (float64, error) {
-	num, unit, ok := strings.Cut(v, "/")
-	if !ok {
-		return 0, errors.New("want N/s, N/m, N/h or N/<duration>, e.g. 100/s")
-	}
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-		return 0, fmt.Errorf("count %q: want a number above zero", num)
-	}
-	var per time.Duration
-	switch unit {
-	case "s":
-		per = time.Second
-	case "m":
-		per = time.Minute
-	case "h":
-		per = time.Hour
-	default:
-		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
-			return 0, fmt.Errorf("unit %q: want s, m, h or a positive duration like 10s", unit)
-		}
-	}
-	r := n / per.Seconds()
-	if r > 1e9 || r < 1e-6 {
-		return 0, fmt.Errorf("rate %s per second is out of range (0.000001 to 1000000000)", figure(r))
-	}
-	return r, nil
 }
 
 func parseCount(v string) (int, error) {
