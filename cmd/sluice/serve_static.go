@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/demosite"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/static"
@@ -103,6 +104,9 @@ func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
 		UngatedStreams:    !o.gateStreams,
 		Scope:             scope,
 		Logger:            logger,
+	}
+	if cfg.Root == "" {
+		cfg.FS = demosite.FS() // the quick start: no --root serves the demo site
 	}
 	return cfg, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/demosite"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -42,7 +43,7 @@ func TestStaticFlagsDefaults(t *testing.T) {
 	}
 	want := static.Config{
 		WorkLimit: 16, CacheBytes: static.DefaultCacheBytes, MaxCachedFileSize: static.DefaultMaxCachedFileSize,
-		Revalidate: static.DefaultRevalidate, Scope: static.ScopeDisk,
+		Revalidate: static.DefaultRevalidate, Scope: static.ScopeDisk, FS: demosite.FS(),
 	}
 	if cfg != want {
 		t.Errorf("defaults give %+v, want %+v", cfg, want)
