@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# cliff.sh reproduces the cliff table of seed 000: wrk keep-alive on one
+# cliff.sh reproduces the cliff table: wrk keep-alive on one
 # cached file at increasing concurrency, requests/s and the share of 503,
-# for --gate-scope request (the seed's bug) and --gate-scope disk (the fix),
+# for --gate-scope request (the bug) and --gate-scope disk (the fix),
 # with --max-inflight 16 and --max-inflight 1.
 #
 # Part 2 (busy-disk) repeats the ladder while the disk is busy: 16 clients

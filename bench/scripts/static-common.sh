@@ -49,7 +49,7 @@ build_servers() {
 make_site() {
 	SITE=$WORK/site
 	mkdir -p "$SITE"
-	# A ~1 KiB page, like the seed's /index.html.
+	# A ~1 KiB page, like a small site's /index.html.
 	{
 		echo '<!doctype html><html><head><meta charset="utf-8"><title>sluice bench</title></head><body>'
 		for i in $(seq 1 16); do echo "<p>line $i of the benchmark page, served from memory.</p>"; done

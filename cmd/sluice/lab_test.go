@@ -104,9 +104,9 @@ func TestLabShutdownEndsHeldWork(t *testing.T) {
 }
 
 // TestLabCurlWalkthrough builds the sluice binary, starts `sluice lab`
-// and drives it with the real curl, exactly as seed 001's walkthrough
-// does: state, a held /work, a refused /work, release, recovery, final
-// state. Every status, header and body the seed checks is checked here.
+// and drives it with the real curl, as docs/lab.md's walkthrough does:
+// state, a held /work, a refused /work, release, recovery, final state.
+// Every status, header and body the walkthrough shows is checked here.
 // Seconds (3 to 8): a lab process and a dozen curl processes, one per step.
 func TestLabCurlWalkthrough(t *testing.T) {
 	curl, err := exec.LookPath("curl")
@@ -128,7 +128,7 @@ func TestLabCurlWalkthrough(t *testing.T) {
 	}
 
 	lab := exec.Command(bin, "lab", "--addr", "127.0.0.1:0", "--log-format", "json")
-	// The seed's lab: default slots and hold limit, whatever the
+	// The documented lab: default slots and hold limit, whatever the
 	// environment of the test says.
 	lab.Env = append(os.Environ(), "SLUICE_MAX_INFLIGHT=", "SLUICE_SLOTS=", "SLUICE_HOLD_LIMIT=")
 	stderr, err := lab.StderrPipe()
@@ -175,7 +175,7 @@ func TestLabCurlWalkthrough(t *testing.T) {
 	base := "http://" + addr
 	out := t.TempDir() // http-output
 
-	// The seed's common options: -q first (ignore curlrc), no proxy.
+	// The walkthrough's common options: -q first (ignore curlrc), no proxy.
 	curlCmd := func(args ...string) *exec.Cmd {
 		return exec.Command(curl, append([]string{"-q", "--noproxy", "*", "--silent", "--show-error"}, args...)...)
 	}

@@ -260,7 +260,7 @@ func TestServeWarnings(t *testing.T) {
 			t.Errorf("--admin-addr %s warns: %s", addr, w)
 		}
 	}
-	// The user of issue 18: a gate of 8 with a queue of 16, and 16
+	// A user's setting: a gate of 8 with a queue of 16, and 16
 	// connections against 64 keep-alive workers.
 	o := base
 	o.maxConns = 16
