@@ -150,15 +150,14 @@ const (
 
 // Retry policies (promsluice.RetryMetrics); every family has a policy label.
 const (
-	RetryAttempts         = "sluice_retry_attempts_total"
-	RetryRetries          = "sluice_retry_retries_total"
-	RetryBudgetExhausted  = "sluice_retry_budget_exhausted_total"
-	RetryThrottled        = "sluice_retry_throttled_total"
-	RetryRetryAfter       = "sluice_retry_retry_after_total" // {policy,decision}
-	RetryDeadlineExpired  = "sluice_retry_deadline_expired_total"
-	RetryBreakerOpen      = "sluice_retry_breaker_open_total"
-	RetryNoRetrySignal    = "sluice_retry_no_retry_signal_total"
-	RetryOriginalRequests = "sluice_retry_originals_total" // read by doctor; see NotExported
+	RetryAttempts        = "sluice_retry_attempts_total"
+	RetryRetries         = "sluice_retry_retries_total"
+	RetryBudgetExhausted = "sluice_retry_budget_exhausted_total"
+	RetryThrottled       = "sluice_retry_throttled_total"
+	RetryRetryAfter      = "sluice_retry_retry_after_total" // {policy,decision}
+	RetryDeadlineExpired = "sluice_retry_deadline_expired_total"
+	RetryBreakerOpen     = "sluice_retry_breaker_open_total"
+	RetryNoRetrySignal   = "sluice_retry_no_retry_signal_total"
 )
 
 // Connections closed by package server's send and body timeouts.
@@ -213,11 +212,10 @@ func Server() []Family {
 }
 
 // NotExported returns the families sluice's tools read but that no sluice
-// collector exports: the process CPU counter (client_golang's), and a retrying
-// client's count of original requests, which doctor compares with its
-// attempts when a client exports both. A fresh slice.
+// collector exports: the process CPU counter (client_golang's). A fresh
+// slice.
 func NotExported() []Family {
-	return []Family{{ProcessCPUSeconds, Counter}, {RetryOriginalRequests, Counter}}
+	return []Family{{ProcessCPUSeconds, Counter}}
 }
 
 // Families returns the listed families of the given names, kinds and all,
