@@ -1,6 +1,6 @@
 // Package metricname is the one place sluice spells its Prometheus metric
-// names. promsluice and package server export the families under these
-// names; `sluice load --metrics` and `sluice doctor` read them back. A name
+// names. promsluice, package server and package ratelimit export the
+// families under these names; `sluice load --metrics` and `sluice doctor` read them back. A name
 // changed here changes on both sides at once, so a reader can never look
 // for a family the exporter stopped writing.
 //
@@ -160,6 +160,21 @@ const (
 	RetryNoRetrySignal   = "sluice_retry_no_retry_signal_total"
 )
 
+// The rate limit service (package ratelimit's Service.Collector).
+const (
+	RatelimitDecisions         = "sluice_ratelimit_decisions_total"          // {domain,code}
+	RatelimitDescriptors       = "sluice_ratelimit_descriptors_total"        // {domain,result}
+	RatelimitFallbackDecisions = "sluice_ratelimit_fallback_decisions_total" // {domain}
+	RatelimitStoreErrors       = "sluice_ratelimit_store_errors_total"       // {domain}
+	RatelimitMode              = "sluice_ratelimit_mode"                     // {mode}
+	RatelimitRedisSeconds      = "sluice_ratelimit_redis_seconds"            // histogram
+	RatelimitUnknownDomain     = "sluice_ratelimit_unknown_domain_total"
+	RatelimitInvalid           = "sluice_ratelimit_invalid_requests_total"
+	RatelimitReloads           = "sluice_ratelimit_config_reloads_total" // {result}
+	RatelimitLastReload        = "sluice_ratelimit_config_last_success_timestamp_seconds"
+	RatelimitRules             = "sluice_ratelimit_rules" // {domain}
+)
+
 // Connections closed by package server's send and body timeouts.
 const (
 	ConnectionsClosedSendTimeout = "sluice_connections_closed_send_timeout_total"
@@ -211,6 +226,17 @@ func Server() []Family {
 	return []Family{{ConnectionsClosedSendTimeout, Counter}, {ConnectionsClosedBodyTimeout, Counter}}
 }
 
+// Ratelimit returns the families package ratelimit's Service exports, in
+// a fresh slice.
+func Ratelimit() []Family {
+	c, g, h := Counter, Gauge, Histogram
+	return []Family{
+		{RatelimitDecisions, c}, {RatelimitDescriptors, c}, {RatelimitFallbackDecisions, c}, {RatelimitStoreErrors, c},
+		{RatelimitMode, g}, {RatelimitRedisSeconds, h}, {RatelimitUnknownDomain, c}, {RatelimitInvalid, c},
+		{RatelimitReloads, c}, {RatelimitLastReload, g}, {RatelimitRules, g},
+	}
+}
+
 // NotExported returns the families sluice's tools read but that no sluice
 // collector exports: the process CPU counter (client_golang's). A fresh
 // slice.
@@ -224,7 +250,7 @@ func NotExported() []Family {
 // the readers treat as no family at all.
 func Families(names ...string) []Family {
 	kinds := map[string]Kind{}
-	for _, list := range [][]Family{Promsluice(), Server(), NotExported()} {
+	for _, list := range [][]Family{Promsluice(), Server(), Ratelimit(), NotExported()} {
 		for _, f := range list {
 			kinds[f.Name] = f.Kind
 		}
