@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -112,50 +111,11 @@ func (o *ratelimitOptions) validateFrame() error {
 }
 
 // redisOptions turns the Redis flags into go-redis options, or nil
-// without --redis.
+// without --redis (internal/redisconf holds the rules).
 func (o *ratelimitOptions) redisOptions() (*redis.UniversalOptions, error) {
-	if o.redis == "" {
-		if o.redisMaster != "" || o.redisClust {
-			return nil, errors.New("--redis-master and --redis-cluster need --redis")
-		}
-		return nil, nil
-	}
-	u := &redis.UniversalOptions{}
-	if strings.Contains(o.redis, "://") {
-		if o.redisMaster != "" || o.redisClust {
-			return nil, errors.New("--redis is a URL: --redis-master and --redis-cluster take host:port addresses")
-		}
-		opts, err := redis.ParseURL(o.redis)
-		if err != nil {
-			return nil, fmt.Errorf("--redis %q: %v", o.redis, err)
-		}
-		u.Addrs, u.DB, u.Username, u.Password, u.TLSConfig = []string{opts.Addr}, opts.DB, opts.Username, opts.Password, opts.TLSConfig
-		if o.redisPass != "" {
-			u.Password = o.redisPass
-		}
-	} else {
-		for addr := range strings.SplitSeq(o.redis, ",") {
-			addr = strings.TrimSpace(addr)
-			if err := checkAddr("redis", addr); err != nil {
-				return nil, err
-			}
-			u.Addrs = append(u.Addrs, addr)
-		}
-		u.Password = o.redisPass
-		if o.redisTLS {
-			u.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-	}
-	u.MasterName = o.redisMaster
-	u.IsClusterMode = o.redisClust
-	if u.MasterName != "" && o.redisClust {
-		return nil, errors.New("--redis-master (Sentinel) and --redis-cluster exclude each other")
-	}
-	// Fail fast: a dead Redis must reach the breaker, not be retried.
-	u.MaxRetries = -1
-	u.DialTimeout = max(o.timeout, 100*time.Millisecond)
-	u.ContextTimeoutEnabled = true
-	return u, nil
+	return redisconf.UniversalOptions(redisconf.Universal{
+		Target: o.redis, Master: o.redisMaster, Cluster: o.redisClust, Password: o.redisPass, TLS: o.redisTLS,
+	}, o.timeout)
 }
 
 func (o *ratelimitOptions) serviceConfig(logger *slog.Logger) (ratelimit.Config, error) {
