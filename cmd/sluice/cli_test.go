@@ -250,6 +250,14 @@ func TestUnknownCommandIsTwoLines(t *testing.T) {
 	if code != exitUsage || stderr != "sluice: unknown command \"xyzzy\"\nRun 'sluice help' for the commands.\n" {
 		t.Errorf("exit %d, %q", code, stderr)
 	}
+	code, _, stderr = runCmd(context.Background(), nil, "help", "serv")
+	if code != exitUsage || !strings.HasPrefix(stderr, "sluice: unknown command \"serv\" (did you mean \"serve\"?)\n") {
+		t.Errorf("help serv: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = runCmd(context.Background(), nil, "help", "lab")
+	if code != exitOK || !strings.HasPrefix(stderr, "usage: sluice lab") {
+		t.Errorf("help lab: exit %d, %.80q; want lab's --help", code, stderr)
+	}
 	code, _, stderr = runCmd(context.Background(), nil, "plan", "litle")
 	if code != exitUsage || !strings.HasPrefix(stderr, `sluice plan: unknown calculation "litle" (want little, drain,`) || strings.Count(stderr, "\n") != 2 {
 		t.Errorf("exit %d, %q", code, stderr)

@@ -45,7 +45,7 @@ func commands() []command {
 		{"serve", "serve static files with disk reads behind an admission gate", serveMain},
 		{"proxy", "reverse proxy with gates, quotas, retry budget, breaker and stale-if-error", runProxy},
 		{"ratelimit", "Envoy's rate limit service (RLS v3) on sluice's quotas, local or shared through Redis", runRatelimit},
-		{"lab", "run the backpressure lab server (one business slot)", runLab},
+		{"lab", "run the backpressure lab server (one business slot by default)", runLab},
 		{"load", "drive open- or closed-loop load at a target and write a report", runLoad},
 		{"sweep", "run a ladder of concurrencies or rates and print the cliff table", runSweep},
 		{"check", "re-judge a saved report against a profile", runCheck},
@@ -65,6 +65,11 @@ func main() {
 }
 
 func dispatch(ctx context.Context, e env, args []string) int {
+	if len(args) >= 2 && args[0] == "help" {
+		// sluice help serve: serve's --help (an unknown name is refused
+		// as a mistyped command is).
+		return dispatch(ctx, e, []string{args[1], "--help"})
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.stderr)
 		if len(args) == 0 {
@@ -98,5 +103,5 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'sluice <command> --help' for the flags of a command.")
+	fmt.Fprintln(w, "Run 'sluice <command> --help' (or 'sluice help <command>') for the flags of a command.")
 }
