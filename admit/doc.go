@@ -61,8 +61,8 @@
 // request served from a cache, a HEAD, a 304 or a 404 costs nothing and
 // must never wait for, or be refused by, the disk gate. A static server
 // that took its "work limit" slot before looking in its cache refused cache
-// hits with 503 as soon as concurrency passed the limit, collapsing from
-// 44k to 4k requests/s at 200 connections while the disk sat idle. The
+// hits with 503 as soon as concurrency passed the limit, and its throughput
+// collapsed while the disk sat idle (docs/benchmarks.md has the figures). The
 // fix is not a bigger limit; it is taking the slot where the disk is used,
 // remembering that it was taken, and releasing only what was taken. The
 // Permit is that memory: code that never acquired holds the zero Permit,

@@ -251,7 +251,7 @@ func missingFamilies(r *Reading) []Finding {
 			return []Finding{{Code: CodeCounterMissing, Severity: Warn,
 				Seen:    "no sluice admission metrics at all (" + MetricOffered + " and friends)",
 				Meaning: "either this is not a sluice server's admin /metrics, or it has no gates",
-				Next:    "point --admin at the admin listener (default 127.0.0.1:9090); check that the gates are exported",
+				Next:    "point --admin-addr at the admin listener (default 127.0.0.1:9090); check that the gates are exported",
 				Figures: map[string]float64{}}}
 		}
 	}

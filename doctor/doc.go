@@ -40,7 +40,9 @@
 //     its share of the arrivals.
 //   - retries_amplifying: a retrying client's attempts per original in the
 //     interval reached 2, or grew by a quarter over its earlier ratio
-//     (sluice_retry_originals_total and sluice_retry_attempts_total).
+//     (from a retry policy's sluice_retry_attempts_total and
+//     sluice_retry_retries_total, as promsluice exports them: the
+//     originals are the attempts less the retries).
 //   - littles_law_mismatch: slots held (the inflight gauge at both
 //     readings) more than twice what completions account for. The
 //     completion rate times the mean hold over the interval is the mean

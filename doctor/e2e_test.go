@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/static"
 )
@@ -286,4 +287,65 @@ func TestDoctorNamesSlowClients(t *testing.T) {
 	if writers < 2 {
 		t.Errorf("%d goroutines writing to clients, want the 2 streams\n%+v", writers, d.Goroutines.Groups)
 	}
+}
+
+// End to end: a retry policy exported by promsluice on a real server's
+// admin listener. Between doctor's readings every call meets a failing
+// upstream and is retried to its fourth attempt: doctor reads the
+// policy's attempts and retries from /metrics and finds 4 attempts per
+// original.
+func TestDoctorFindsRetryAmplificationOnPromsluice(t *testing.T) {
+	gm := promsluice.NewMetrics()
+	g, err := admit.New(admit.Config{Name: "upstream", Capacity: 4, Observer: gm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: 10, MinPerSecond: 1000, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := retry.New(retry.Config{Name: "payments", MaxAttempts: 4, Budget: budget, NoThrottle: true,
+		Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gm.Add(g, pol); err != nil {
+		t.Fatal(err)
+	}
+	calls := func(n int, o retry.Outcome) {
+		for range n {
+			if _, err := pol.Do(context.Background(), true, func(int, retry.Timeout) retry.Outcome { return o }); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	srv, err := server.Listen(context.Background(), server.Config{
+		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Handler: http.NotFoundHandler(),
+		Gates: []*admit.Gate{g}, Metrics: gm, ShutdownTimeout: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-served }()
+
+	calls(100, retry.Outcome{Accepted: true}) // before: one attempt per call
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: &afterFirstState{base: tr, hook: func() { calls(50, retry.Outcome{Retryable: true}) }}}
+	d, err := doctor.Run(context.Background(), doctor.Config{Admin: "http://" + srv.AdminAddr().String(), Interval: 20 * time.Millisecond, Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range d.Findings {
+		if f.Code == doctor.CodeRetriesAmplifying {
+			if f.Figures["attempts_per_original"] != 4 || f.Figures["ratio_before"] != 1 {
+				t.Errorf("retry finding: %+v; want 4 attempts per original, 1 before", f)
+			}
+			return
+		}
+	}
+	t.Errorf("no %s finding in %+v", doctor.CodeRetriesAmplifying, d.Findings)
 }

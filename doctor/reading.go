@@ -30,11 +30,14 @@ const (
 	// MetricOldestWait is the age of the oldest queued caller, in seconds,
 	// per gate: read when a gate exports it.
 	MetricOldestWait = metricname.AdmissionOldestWait
-	// MetricRetryOriginals and MetricRetryAttempts count a retrying
-	// client's original requests and every attempt it made (the first
-	// included), with matching labels: read when exported.
-	MetricRetryOriginals = metricname.RetryOriginalRequests
-	MetricRetryAttempts  = metricname.RetryAttempts
+	// MetricRetryAttempts and MetricRetryRetries are a retry policy's
+	// attempts (the first included) and retries, as promsluice exports
+	// them, with matching labels: read when exported. Every attempt is an
+	// original's first or follows a retry, so originals are attempts
+	// less retries (a retry whose caller left before its attempt makes
+	// that a little short, the ratio a little high).
+	MetricRetryAttempts = metricname.RetryAttempts
+	MetricRetryRetries  = metricname.RetryRetries
 )
 
 // families are the families ParseMetrics reads, with the kinds
@@ -42,7 +45,7 @@ const (
 var families = metricname.Families(
 	MetricOffered, MetricAdmitted, MetricRejected, MetricCompleted, MetricMisuse,
 	MetricInflight, MetricWaiting, MetricCapacity, MetricOldestWait,
-	MetricHold, MetricWait, MetricRetryOriginals, MetricRetryAttempts,
+	MetricHold, MetricWait, MetricRetryAttempts, MetricRetryRetries,
 )
 
 // ErrBadInput is wrapped by every error for metrics, state or a goroutine
@@ -100,9 +103,11 @@ type Slice struct {
 	Rejected            float64
 }
 
-// RetryCounts are a retrying client's totals.
+// RetryCounts are a retry policy's totals: attempts (the first
+// included) and retries as exported, and the originals they imply
+// (attempts less retries).
 type RetryCounts struct {
-	Originals, Attempts float64
+	Originals, Attempts, Retries float64
 }
 
 // State is what doctor reads of a sluice server's /state (server.State);
@@ -207,17 +212,21 @@ func ParseMetrics(r io.Reader, at time.Time) (*Reading, error) {
 		g.WaitSum += s.Value
 		g.WaitCount += s.Count
 	})
-	for _, name := range []string{MetricRetryOriginals, MetricRetryAttempts} {
+	for _, name := range []string{MetricRetryAttempts, MetricRetryRetries} {
 		each(name, func(l map[string]string, s promtext.Sample) {
 			k := labelKey(l)
 			c := rd.Retries[k]
-			if name == MetricRetryOriginals {
-				c.Originals += s.Value
+			if name == MetricRetryRetries {
+				c.Retries += s.Value
 			} else {
 				c.Attempts += s.Value
 			}
 			rd.Retries[k] = c
 		})
+	}
+	for k, c := range rd.Retries {
+		c.Originals = max(0, c.Attempts-c.Retries)
+		rd.Retries[k] = c
 	}
 	for k, v := range rejected {
 		g := gate(k.gate)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/retry"
 )
 
 // -record rewrites the recorded snapshots in testdata/ from real gates
@@ -323,20 +324,35 @@ func TestRecordSnapshots(t *testing.T) {
 	})
 
 	t.Run("retries_amplifying", func(t *testing.T) {
-		// No sluice package exports retry counters yet: these are real
-		// counters with the names doctor reads, as a retrying client would
-		// export them.
-		orig := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRetryOriginals, Help: "Original requests."}, []string{"target"})
-		att := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRetryAttempts, Help: "Attempts, the first included."}, []string{"target"})
-		r := newRecorder(t, "retries_amplifying", orig, att)
+		// A real retry policy exported by promsluice: calls that succeed
+		// at once, then calls against a failing upstream, each retried to
+		// its fourth attempt (a budget wide enough to allow it).
+		r := newRecorder(t, "retries_amplifying")
+		budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: 10, MinPerSecond: 1000, Window: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol, err := retry.New(retry.Config{Name: "payments", MaxAttempts: 4, Budget: budget, NoThrottle: true,
+			Sleep: func(context.Context, time.Duration) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.gm.Add(pol); err != nil {
+			t.Fatal(err)
+		}
+		calls := func(n int, outcome retry.Outcome) {
+			for range n {
+				if _, err := pol.Do(context.Background(), true, func(int, retry.Timeout) retry.Outcome { return outcome }); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		g := r.gate(admit.Config{Name: "upstream", Capacity: 8})
 		work(t, g, 0, 40, 0)
-		orig.WithLabelValues("payments").Add(1000)
-		att.WithLabelValues("payments").Add(1080)
+		calls(1000, retry.Outcome{Accepted: true})
 		r.scrape("before.prom")
 		work(t, g, 0, 40, 0)
-		orig.WithLabelValues("payments").Add(100)
-		att.WithLabelValues("payments").Add(390)
+		calls(100, retry.Outcome{Retryable: true})
 		r.scrape("after.prom")
 	})
 

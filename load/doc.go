@@ -45,7 +45,8 @@
 //     window. For plain http:// targets a worker speaks HTTP/1.1 itself
 //     (h1.go): one keep-alive connection per host, the request serialised
 //     once, the response parsed in place — no goroutines and no allocations
-//     per request, about 40% less CPU than net/http's transport. https,
+//     per request, much cheaper than net/http's transport (docs/bench/load.md
+//     has the figures). https,
 //     HTTP/2 and custom transports go through net/http (no redirects, no
 //     cookie jar).
 //   - Windows (window.go): a run is Windows windows of equal shape. Each is

@@ -40,7 +40,16 @@ func (e *InputError) Error() string {
 func (e *InputError) Unwrap() error { return e.Err }
 
 func invalid(field string, v float64, reason string) error {
-	return &InputError{Field: field, Value: strconv.FormatFloat(v, 'g', -1, 64), Reason: reason, Err: ErrInvalidInput}
+	return &InputError{Field: field, Value: figure(v), Reason: reason, Err: ErrInvalidInput}
+}
+
+// figure writes v as a person types it: 2000000, not 2e+06 (an exponent
+// only past 1e21, where plain digits stop being readable).
+func figure(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) >= 1e21 {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // maxFigure bounds every input and result: beyond it float64 stops counting

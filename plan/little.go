@@ -155,7 +155,7 @@ func (in Little) Solve() (LittleResult, error) {
 	for _, v := range []float64{r.Rate, r.Count, r.Time, r.Ratio} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v > maxFigure {
 			return LittleResult{}, &InputError{Field: "rate/count/time", Err: ErrInvalidInput,
-				Reason: fmt.Sprintf("the figures give %g, out of range; check their units", v)}
+				Reason: fmt.Sprintf("the figures give %s, out of range; check their units", figure(v))}
 		}
 	}
 	return r, nil

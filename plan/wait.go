@@ -91,7 +91,7 @@ func (in Wait) Solve() (WaitResult, error) {
 	}
 	a := in.Rate * in.ServiceTime
 	if a > MaxSlots {
-		return WaitResult{}, invalid("rate", in.Rate, fmt.Sprintf("with this service time the offered load is %g slots busy on average, more than %d; check the units", a, MaxSlots))
+		return WaitResult{}, invalid("rate", in.Rate, fmt.Sprintf("with this service time the offered load is %s slots busy on average, more than %d; check the units", figure(a), MaxSlots))
 	}
 	r := WaitResult{Slots: in.Slots, Load: a}
 	if in.TargetP99Wait > 0 {

@@ -302,7 +302,8 @@ func (rt Route) QuotaName() string { return rt.Name + quotaSuffix }
 
 // RouteQuota is a per-client rate quota on one route (package quota).
 type RouteQuota struct {
-	// Rate is tokens per second per key, above zero.
+	// Rate is tokens per second per key, above zero. In JSON it is a
+	// number or a string as --quota writes rates: "100/s", "600/m".
 	Rate float64 `json:"rate"`
 	// Burst is the bucket size; 0 means max(1, ceil(Rate)).
 	Burst int `json:"burst,omitempty"`
@@ -414,8 +415,8 @@ func parseRules(r io.Reader) (Rules, error) {
 	data = bytes.TrimPrefix(data, utf8BOM)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var rules Rules
-	if err := dec.Decode(&rules); err != nil {
+	rules, err := decodeRules(dec)
+	if err != nil {
 		return Rules{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if dec.More() {

@@ -62,7 +62,12 @@ func TestParseRulesErrors(t *testing.T) {
 		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"class_shares":["sheddable=0.1"]}]}`, "class_shares needs priority_header"},
 		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":["bulk=0.1"]}]}`, `unknown class "bulk"`},
 		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":["sheddable=0.6","critical=0.6"]}]}`, "more than 1"},
-		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":"sheddable=0.1"}]}`, "cannot unmarshal"},
+		{`{"routes":[{"name":"a","max_inflight":2,"queue":2,"priority_header":"P","class_shares":"sheddable=0.1"}]}`, `route 0 ("a"): class_shares: want a list [...] of strings, got a string`},
+		{`{"routes":[{"name":"a"},{"name":"b","max_inflight":"8"}]}`, `route 1 ("b"): max_inflight: want a whole number, got a string`},
+		{`{"routes":[{"name":"a","quota":{"rate":true}}]}`, `route 0 ("a"): quota: rate true: want tokens per second, a number (5) or a rate such as "100/s"`},
+		{`{"routes":[{"name":"a","quota":{"rate":"5"}}]}`, `route 0 ("a"): quota: rate "5": want N/s`},
+		{`{"routes":[{"name":"a","quota":{"rate":"5/s","burst":"x"}}]}`, `route 0 ("a"): quota: burst: want a whole number, got a string`},
+		{`{"routes":[{"name":"a","quota":{"rate":"5/s","colour":"red"}}]}`, `route 0 ("a"): quota: unknown field "colour"`},
 		{`{"routes":[]} {}`, "trailing"},
 		{`{"routes":[{"name":"a"}],"routes":[{"name":"b"}]}`, `key "routes" given twice`},
 		{`{"routes":[{"name":"a","path":"/x","path":"/y"}]}`, `route 0 ("a"): routes[0]: key "path" given twice`},
@@ -117,7 +122,7 @@ func TestParseFileUpstreams(t *testing.T) {
 		`{"upstreams":["http://a:1/x","http://b:1/y"],"routes":[]}`: "same path",
 		`{"upstreams":["http://a:0"],"routes":[]}`:                  `upstreams[0] "http://a:0": port`,
 		`{"upstreams":["::"],"routes":[]}`:                          `upstreams[0] "::"`,
-		`{"upstreams":"http://a:1","routes":[]}`:                    "cannot unmarshal",
+		`{"upstreams":"http://a:1","routes":[]}`:                    "upstreams: want a list [...] of strings, got a string",
 	} {
 		if _, err := ParseFile(strings.NewReader(in)); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want ErrInvalidConfig mentioning %q", in, err, want)
@@ -199,4 +204,18 @@ func FuzzParseRules(f *testing.F) {
 			g.Close()
 		}
 	})
+}
+
+// TestRouteQuotaRateAsWritten: a route quota's rate is a number of
+// tokens per second, or a rate as --quota writes it; both mean the same.
+func TestRouteQuotaRateAsWritten(t *testing.T) {
+	for in, want := range map[string]float64{
+		`5`: 5, `0.5`: 0.5, `"5/s"`: 5, `"600/m"`: 10, `"3/10s"`: 0.3, `"36/h"`: 0.01,
+	} {
+		routes, err := ParseRules(strings.NewReader(`{"routes":[{"name":"a","quota":{"rate":` + in + `,"burst":2,"key":"ip"}}]}`))
+		if err != nil || len(routes) != 1 || routes[0].Quota == nil || routes[0].Quota.Rate != want ||
+			routes[0].Quota.Burst != 2 || routes[0].Quota.Key != "ip" {
+			t.Errorf("rate %s: %+v, %v; want rate %v, burst 2, key ip", in, routes, err, want)
+		}
+	}
 }

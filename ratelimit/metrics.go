@@ -8,22 +8,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/metricname"
 	"github.com/sluicehq/sluice/quota"
 )
 
-// Metric names the Service exports (see Collector).
+// Metric names the Service exports (see Collector). They are spelled,
+// with their kinds, where every sluice family is: internal/metricname.
 const (
-	MetricDecisions         = "sluice_ratelimit_decisions_total"
-	MetricDescriptors       = "sluice_ratelimit_descriptors_total"
-	MetricFallbackDecisions = "sluice_ratelimit_fallback_decisions_total"
-	MetricStoreErrors       = "sluice_ratelimit_store_errors_total"
-	MetricMode              = "sluice_ratelimit_mode"
-	MetricRedisSeconds      = "sluice_ratelimit_redis_seconds"
-	MetricUnknownDomain     = "sluice_ratelimit_unknown_domain_total"
-	MetricInvalid           = "sluice_ratelimit_invalid_requests_total"
-	MetricReloads           = "sluice_ratelimit_config_reloads_total"
-	MetricLastReload        = "sluice_ratelimit_config_last_success_timestamp_seconds"
-	MetricRules             = "sluice_ratelimit_rules"
+	MetricDecisions         = metricname.RatelimitDecisions
+	MetricDescriptors       = metricname.RatelimitDescriptors
+	MetricFallbackDecisions = metricname.RatelimitFallbackDecisions
+	MetricStoreErrors       = metricname.RatelimitStoreErrors
+	MetricMode              = metricname.RatelimitMode
+	MetricRedisSeconds      = metricname.RatelimitRedisSeconds
+	MetricUnknownDomain     = metricname.RatelimitUnknownDomain
+	MetricInvalid           = metricname.RatelimitInvalid
+	MetricReloads           = metricname.RatelimitReloads
+	MetricLastReload        = metricname.RatelimitLastReload
+	MetricRules             = metricname.RatelimitRules
 )
 
 // redisSecondsBuckets spans a loopback round trip (tens of microseconds)

@@ -69,26 +69,27 @@ func ParseScope(s string) (Scope, error) {
 	return 0, fmt.Errorf("%w: gate scope %q: want \"disk\" or \"request\"", ErrInvalidConfig, s)
 }
 
-// Config configures a Handler. The zero Config is valid: it serves the
-// built-in demo site with a 16-slot disk gate that refuses at once when
-// full, a 64 MiB cache of files up to 1 MiB revalidated every second,
-// large files streamed under the gate, and dotfiles hidden.
+// Config configures a Handler. Root or FS is required; for every other
+// field the zero value is a valid default: a 16-slot disk gate that
+// refuses at once when full, a 64 MiB cache of files up to 1 MiB
+// revalidated every second, large files streamed under the gate, and
+// dotfiles hidden.
 type Config struct {
 	// Root is the directory to serve. Nothing outside it is reachable:
 	// it is opened with os.OpenRoot, so "..", absolute names and symbolic
 	// links that point outside are refused by the kernel-checked walk.
 	// The path is looked up again at most once per Revalidate; when it
 	// names another directory (a deploy swapped a symbolic link), that one
-	// is served from then on. Empty means FS, or the built-in demo site if
-	// FS is nil too.
+	// is served from then on. Empty means FS; with both empty New
+	// returns ErrInvalidConfig.
 	Root string
 
-	// FS, when Root is empty, is the file system to serve instead of the
-	// demo site. It is also the hook for tests and benchmarks that need a
-	// slow disk: wrap a real FS so that Read sleeps. Open and Stat are
-	// never gated (they read no content); Read is. Files with a zero
-	// modification time get neither Last-Modified nor ETag (the demo site,
-	// whose embedded files have no time, gets content-hash ETags instead).
+	// FS, when Root is empty, is the file system to serve. It is also the
+	// hook for tests and benchmarks that need a slow disk: wrap a real FS
+	// so that Read sleeps. Open and Stat are never gated (they read no
+	// content); Read is. Files with a zero modification time get neither
+	// Last-Modified nor ETag, except in an embed.FS: its files, which never
+	// have a time and never change, are hashed at New into strong ETags.
 	FS fs.FS
 
 	// Dotfiles serves names with a component starting with "." (".env",

@@ -19,9 +19,9 @@
 // A static server whose work limit counted requests instead of disk reads
 // took the slot before the cache was looked
 // up, so once concurrency passed the limit (16) requests for files already
-// in memory — nearly all of them — were refused with 503. Throughput fell
-// from 44k to 4k requests/s at concurrency 200, with 92% refusals, on a
-// server with an idle disk. The gate meant to bound concurrent disk reads
+// in memory — nearly all of them — were refused with 503, and throughput
+// collapsed on a server with an idle disk (docs/benchmarks.md measures
+// it). The gate meant to bound concurrent disk reads
 // was bounding concurrent requests.
 //
 // # Goals

@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/static"
 )
 
-// The seed's pair: with the only disk slot held, a cold file is refused
+// The telling pair: with the only disk slot held, a cold file is refused
 // and, at the same moment, a hot file is served. Either half alone cannot
 // tell "hits bypass the gate" from "the gate is broken".
 func TestHotServedWhileColdRefused(t *testing.T) {
@@ -235,7 +235,8 @@ func TestUngatedStreams(t *testing.T) {
 	}
 }
 
-// ScopeRequest is the seed's bug: a hit is refused when the slot is taken.
+// ScopeRequest is the bug the disk scope fixes: a hit is refused when the
+// slot is taken.
 func TestRequestScopeRefusesHits(t *testing.T) {
 	s := serveDir(t, writeTree(t, map[string]string{"hot.txt": "hot"}), static.Config{WorkLimit: 1, Scope: static.ScopeRequest})
 	if r := s.get(t, "/hot.txt"); r.status != 200 {

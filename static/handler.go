@@ -2,6 +2,7 @@ package static
 
 import (
 	"bytes"
+	"embed"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -42,8 +43,8 @@ type Handler struct {
 	dotfiles    bool
 	log         *slog.Logger
 	epoch       time.Time
-	// hashETags holds content-hash ETags for files without a modification
-	// time (the embedded demo site), by name. Read-only after New.
+	// hashETags holds content-hash ETags for the files of an embed.FS,
+	// which have no modification time, by name. Read-only after New.
 	hashETags map[string]string
 
 	hdrAcceptRanges []string // shared, len == cap
@@ -68,6 +69,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Root == "" && cfg.FS == nil {
+		return nil, fmt.Errorf("%w: Root or FS is required: the directory or the file system to serve", ErrInvalidConfig)
 	}
 	if cfg.Scope != ScopeDisk && cfg.Scope != ScopeRequest {
 		return nil, fmt.Errorf("%w: unknown gate scope %d", ErrInvalidConfig, cfg.Scope)
@@ -137,15 +141,13 @@ func New(cfg Config) (*Handler, error) {
 		}
 		h.rootPath = cfg.Root
 		h.cur.Store(snap)
-	case cfg.FS == nil:
-		fsys := DemoFS()
-		var err error
-		h.hashETags, err = contentETags(fsys)
-		if err != nil {
-			return nil, fmt.Errorf("static: demo site: %w", err)
-		}
-		h.cur.Store(&rootSnap{fsys: fsys})
 	default:
+		if e, ok := cfg.FS.(embed.FS); ok {
+			var err error
+			if h.hashETags, err = contentETags(e); err != nil {
+				return nil, fmt.Errorf("static: hashing the embedded files: %w", err)
+			}
+		}
 		h.cur.Store(&rootSnap{fsys: cfg.FS})
 	}
 	return h, nil
@@ -424,8 +426,8 @@ func contentType(name string) string {
 	return "application/octet-stream"
 }
 
-// contentETags hashes every regular file of fsys (a small, immutable tree:
-// the embedded demo site) into a strong ETag.
+// contentETags hashes every regular file of fsys (an embed.FS: a small,
+// immutable tree) into a strong ETag.
 func contentETags(fsys fs.FS) (map[string]string, error) {
 	tags := map[string]string{}
 	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {

@@ -423,7 +423,10 @@ func TestUnreadableFileSameForGETAndHEAD(t *testing.T) {
 // A stream whose client stays connected but stops reading ends when the
 // server's send deadline passes (set here as the server frame does); the
 // slot is released with outcome canceled although the request's context
-// was never canceled: the write error is the only sign.
+// was never canceled: the write error is the only sign. That holds on
+// net/http, whose file copy (sendfile) bypasses the writer that cancels
+// the context; sluice's engine cancels the context on any failed write,
+// so there the outcome is checked but the context is not a witness.
 // Over a second: real socket buffers fill with a 32 MiB file before the 300
 // ms send deadline can pass.
 func TestStalledStreamIsCanceled(t *testing.T) {
@@ -448,7 +451,7 @@ func TestStalledStreamIsCanceled(t *testing.T) {
 	fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 	select {
 	case err := <-ctxErr:
-		if err != nil {
+		if err != nil && testEngine == "net" {
 			t.Fatalf("the request's context ended (%v): the test needs a client that stays", err)
 		}
 	case <-time.After(10 * time.Second):

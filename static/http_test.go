@@ -1,6 +1,7 @@
 package static_test
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/demosite"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -183,9 +185,10 @@ func TestHeadersAndDirectories(t *testing.T) {
 	}
 }
 
-// The demo site is served when no root is given.
-func TestDemoSite(t *testing.T) {
-	s := serveDir(t, "", static.Config{})
+// TestEmbeddedSite: an embed.FS (here the CLI's demo site) is served with
+// content-hash ETags, since its files have no modification time.
+func TestEmbeddedSite(t *testing.T) {
+	s := serveDir(t, "", static.Config{FS: demosite.FS()})
 	home := s.get(t, "/")
 	if home.status != 200 || !strings.Contains(home.body, "sluice") || home.header.Get("Etag") == "" {
 		t.Errorf("demo /: %d etag %q", home.status, home.header.Get("Etag"))
@@ -212,5 +215,14 @@ func TestDemoSite(t *testing.T) {
 	}
 	if r := s.get(t, "/missing.html"); r.status != 404 {
 		t.Errorf("demo missing: %d", r.status)
+	}
+}
+
+// TestZeroConfigRefused: a Config naming nothing to serve is an error
+// naming the fields, not a site nobody asked for.
+func TestZeroConfigRefused(t *testing.T) {
+	h, err := static.New(static.Config{})
+	if !errors.Is(err, static.ErrInvalidConfig) || !strings.Contains(err.Error(), "Root or FS is required") || h != nil {
+		t.Fatalf("New(Config{}) = %v, %v; want ErrInvalidConfig naming Root and FS", h, err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // from one release even while a deploy swaps a symbolic link.
 type rootSnap struct {
 	fsys  fs.FS
-	root  *os.Root  // nil for Config.FS and the demo site
+	root  *os.Root  // nil for Config.FS
 	real  string    // the directory's real path ("" if unknown)
 	ident fileIdent // the directory's identity, to notice a swap
 	gen   uint64    // cache entries remember the snapshot they came from

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# cliff.sh reproduces the cliff table of seed 000: wrk keep-alive on one
+# cliff.sh reproduces the cliff table: wrk keep-alive on one
 # cached file at increasing concurrency, requests/s and the share of 503,
-# for --gate-scope request (the seed's bug) and --gate-scope disk (the fix),
-# with --work-limit 16 and --work-limit 1.
+# for --gate-scope request (the bug) and --gate-scope disk (the fix),
+# with --max-inflight 16 and --max-inflight 1.
 #
 # Part 2 (busy-disk) repeats the ladder while the disk is busy: 16 clients
 # stream a 4 MiB file (over the cache limit, so always read from disk)
@@ -79,9 +79,9 @@ status=0
 for cfg in "${configs[@]}"; do
 	read -r part limit scope <<<"$cfg"
 	if [ "$part" = busy-disk ]; then
-		echo "### busy disk: --gate-scope $scope --work-limit $limit, 16 background streams of /large.bin"
+		echo "### busy disk: --gate-scope $scope --max-inflight $limit, 16 background streams of /large.bin"
 	else
-		echo "### --gate-scope $scope --work-limit $limit"
+		echo "### --gate-scope $scope --max-inflight $limit"
 	fi
 	echo
 	echo "| concurrency | requests/s | 503 % | vs own rate at 16 | server CPU µs/request | rounds (requests/s) | rounds (503 %) |"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # refusal-cost.sh: server CPU per response of a gate refusal (503 from
 # httpgate.Guard on a full gate) against the cheapest 200 on the same
-# server, in the same run (issue 3; target: refusal <= 1.1x).
+# server, in the same run (target: refusal <= 1.1x).
 #
 # The server (bench/httpgate/server) runs pinned to SERVER_CPUS with
 # GOMAXPROCS=1, wrk pinned to WRK_CPUS. Rounds alternate the routes; each

@@ -32,7 +32,7 @@ ulimit -n 65536 2>/dev/null || true
 
 start_sluice_full() {
 	GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$WORK/sluice" serve --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" \
-		--root "$SITE" --work-limit 1 --max-conns 10000 --engine "$1" --log-level warn >"$WORK/server.log" 2>&1 &
+		--root "$SITE" --max-inflight 1 --max-conns 10000 --engine "$1" --log-level warn >"$WORK/server.log" 2>&1 &
 	SERVER_PID=$!
 	wait_ready # reads /index.html into the cache
 	taskset -c "$WRK_CPUS" curl -s -o /dev/null --limit-rate 1k "http://127.0.0.1:$PORT/large.bin" &

@@ -7,7 +7,7 @@
 # and on net/http (bench/engine/canned: a handler that writes it and does
 # nothing else) is measured beside them, and a cache hit on each.
 #
-# How the gate is kept full: `sluice serve --work-limit 1 --cache-bytes 0`
+# How the gate is kept full: `sluice serve --max-inflight 1 --cache-bytes 0`
 # and one slow client (curl --limit-rate 1k) streaming a 4 MiB file: a
 # gated stream holds the only slot for its whole duration, so every GET of
 # a small file is a cold read refused at the gate (checked before each run).
@@ -80,7 +80,7 @@ CONF
 # stream, so that small files are refused.
 start_full() {
 	GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$WORK/sluice" serve --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" \
-		--root "$SITE" --work-limit 1 --cache-bytes 0 --engine "$1" --log-level warn >"$WORK/server.log" 2>&1 &
+		--root "$SITE" --max-inflight 1 --cache-bytes 0 --engine "$1" --log-level warn >"$WORK/server.log" 2>&1 &
 	SERVER_PID=$!
 	for _ in $(seq 1 100); do
 		curl -s -o /dev/null "http://127.0.0.1:$ADMIN_PORT/healthz" && break

@@ -49,7 +49,7 @@ build_servers() {
 make_site() {
 	SITE=$WORK/site
 	mkdir -p "$SITE"
-	# A ~1 KiB page, like the seed's /index.html.
+	# A ~1 KiB page, like a small site's /index.html.
 	{
 		echo '<!doctype html><html><head><meta charset="utf-8"><title>sluice bench</title></head><body>'
 		for i in $(seq 1 16); do echo "<p>line $i of the benchmark page, served from memory.</p>"; done
@@ -68,7 +68,7 @@ start_sluice() {
 	shift 2
 	if [ "$SLUICE_SERVE" = 1 ] && [ -z "${SLOW_READ:-}" ]; then
 		taskset -c "$SERVER_CPUS" "$WORK/sluice" serve --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" \
-			--root "$SITE" --work-limit "$limit" --gate-scope "$scope" "$@" >"$WORK/server.log" 2>&1 &
+			--root "$SITE" --max-inflight "$limit" --gate-scope "$scope" "$@" >"$WORK/server.log" 2>&1 &
 	else
 		# The slow-disk hook (SLOW_READ) exists only in the benchmark server.
 		taskset -c "$SERVER_CPUS" "$WORK/benchserver" -mode sluice -addr "127.0.0.1:$PORT" \

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -14,7 +15,7 @@ func runCheck(_ context.Context, e env, args []string) int {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: sluice check --profile PROFILE [--case NAME] [--release] REPORT.json")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	profile := fs.String("profile", "", "profile JSON to judge against (required)")
 	caseName := fs.String("case", "", "case to judge by (default: the case the report was run against, which the profile must have; for a report run without a profile, the profile's only case)")
@@ -22,24 +23,23 @@ func runCheck(_ context.Context, e env, args []string) int {
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
-	if *profile == "" || fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
+	switch {
+	case *profile == "":
+		return usageError(e, "check", errors.New("--profile PROFILE is required"))
+	case fs.NArg() != 1:
+		return usageError(e, "check", fmt.Errorf("want one REPORT.json, got %d arguments", fs.NArg()))
 	}
 	r, err := load.ReadReport(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice check: %v\n", err)
-		return exitUsage
+		return inputError(e, "check", err)
 	}
 	ref, err := readProfileRef(*profile)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice check: %v\n", err)
-		return exitUsage
+		return inputError(e, "check", err)
 	}
 	c, err := ref.Profile.CaseFor(r, *caseName)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice check: %s: %v\n", ref.Path, err)
-		return exitUsage
+		return inputError(e, "check", fmt.Errorf("%s: %v", ref.Path, err))
 	}
 	ref.Case = c.Name
 	v := load.Check(r, &c, *release)

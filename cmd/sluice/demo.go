@@ -35,23 +35,22 @@ func parseDemoFlags(e env, args []string) (o demoOptions, code int, ok bool) {
 		"it shows, and writes an HTML report. Takes under a minute; needs nothing installed.\n\n"+
 		"Exit status: 0 done; 2 bad flags or an --out that cannot be used; 3 interrupted; 4 the demo itself failed.")
 	fs.StringVar(&o.out, "out", "", "folder for the HTML report and the drivers' JSON reports, created if missing (default: a new temporary folder)")
-	fs.DurationVar(&o.step, "step", demo.DefaultStepDuration, "length of each step of the overload")
-	fs.StringVar(&o.law, "law", demo.DefaultLaw, "the adaptive gate's law: aimd, vegas or gradient2")
+	fs.DurationVar(&o.step, "step-duration", demo.DefaultStepDuration, "length of each step of the overload")
+	fs.StringVar(&o.law, "limit", demo.DefaultLaw, "the adaptive gate's limit: aimd, vegas or gradient2")
 	fs.Var(&o.live, "live", "live progress line on stderr: auto (when a terminal), on or off")
+	deprecate(fs, "step", "step-duration")
+	deprecate(fs, "law", "limit")
 	if err := parseFlags(fs, e, args); err != nil {
 		return o, parseExit(err), false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice demo: unexpected argument %q (see --help)\n", fs.Arg(0))
-		return o, exitUsage, false
+		return o, usageError(e, "demo", fmt.Errorf("unexpected argument %q", fs.Arg(0))), false
 	}
 	if o.step <= 0 || o.step > demo.MaxStepDuration {
-		fmt.Fprintf(e.stderr, "sluice demo: --step %v: want more than 0 and at most %v\n", o.step, demo.MaxStepDuration)
-		return o, exitUsage, false
+		return o, usageError(e, "demo", fmt.Errorf("--step-duration %v: want more than 0 and at most %v", o.step, demo.MaxStepDuration)), false
 	}
 	if _, err := limit.ParseLaw(o.law); err != nil {
-		fmt.Fprintf(e.stderr, "sluice demo: --law %q: want aimd, vegas or gradient2\n", o.law)
-		return o, exitUsage, false
+		return o, usageError(e, "demo", fmt.Errorf("--limit %q: want aimd, vegas or gradient2", o.law)), false
 	}
 	return o, exitOK, true
 }
@@ -80,12 +79,10 @@ func runDemo(ctx context.Context, e env, args []string) (code int) {
 		}()
 		defer func() { written = code == exitOK }()
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(e.stderr, "sluice demo: --out %q: %v\n", dir, err)
-		return exitUsage
+		return usageError(e, "demo", fmt.Errorf("--out %q: %v", dir, err))
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		fmt.Fprintf(e.stderr, "sluice demo: --out %q: not a folder\n", dir)
-		return exitUsage
+		return usageError(e, "demo", fmt.Errorf("--out %q: not a folder", dir))
 	}
 	terminal := isTerminal(e.stderr)
 	cfg := demo.Config{StepDuration: o.step, Law: o.law}
@@ -113,8 +110,7 @@ func runDemo(ctx context.Context, e env, args []string) (code int) {
 		fmt.Fprintln(e.stderr, "sluice demo: interrupted")
 		return exitInvalid
 	case errors.Is(err, demo.ErrInvalidConfig):
-		fmt.Fprintf(e.stderr, "sluice demo: %v\n", err)
-		return exitUsage
+		return usageError(e, "demo", err)
 	case err != nil:
 		fmt.Fprintf(e.stderr, "sluice demo: %v\n", err)
 		return exitInternal

@@ -18,7 +18,7 @@ import (
 func TestDemoCommand(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	dir := filepath.Join(t.TempDir(), "made", "by", "demo")
-	code, stdout, stderr := runCmd(context.Background(), nil, "demo", "--step", "300ms", "--out", dir, "--live", "on")
+	code, stdout, stderr := runCmd(context.Background(), nil, "demo", "--step-duration", "300ms", "--out", dir, "--live", "on")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -50,13 +50,13 @@ func TestDemoBadFlags(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--step", "0s"}, nil, "--step 0s"},
-		{[]string{"--step", "-1s"}, nil, "--step -1s"},
-		{[]string{"--step", "2m"}, nil, "at most 1m0s"},
-		{[]string{"--step", "fast"}, nil, "invalid value"},
-		{[]string{"--law", "newton"}, nil, "--law \"newton\""},
+		{[]string{"--step-duration", "0s"}, nil, "--step-duration 0s"},
+		{[]string{"--step-duration", "-1s"}, nil, "--step-duration -1s"},
+		{[]string{"--step-duration", "2m"}, nil, "at most 1m0s"},
+		{[]string{"--step-duration", "fast"}, nil, "--step-duration \"fast\": want a duration"},
+		{[]string{"--limit", "newton"}, nil, "--limit \"newton\""},
 		{[]string{"--live", "maybe"}, nil, "--live takes"},
-		{[]string{"--nope"}, nil, "flag provided but not defined"},
+		{[]string{"--nope"}, nil, "unknown flag --nope"},
 		{[]string{"extra"}, nil, "unexpected argument \"extra\""},
 		{[]string{"--out", file}, nil, "--out"},
 		{[]string{"--out", filepath.Join(file, "sub")}, nil, "--out"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/doctor"
+	"github.com/sluicehq/sluice/server"
 )
 
 // runDoctor runs `sluice doctor`: two readings of a running server's admin
@@ -20,34 +21,31 @@ func runDoctor(ctx context.Context, e env, args []string) int {
 		"retry amplification, counts that do not add up. With --pprof, also where goroutines wait.\n\n"+
 		"Exit status: 0 nothing worse than info; 1 a warning or critical finding; 2 bad flags;\n"+
 		"3 the server could not be read (unreachable, HTTP error, unparsable metrics).")
-	admin := fs.String("admin", "127.0.0.1:9090", "the server's admin listener, `host:port` or http://host:port")
+	admin := fs.String("admin-addr", server.DefaultAdminAddr, "the server's admin listener (its --admin-addr), `host:port` or http://host:port")
 	interval := fs.Duration("interval", doctor.DefaultInterval, "time between the two readings")
 	timeout := fs.Duration("timeout", doctor.DefaultTimeout, "bound on each HTTP request")
 	pprof := fs.Bool("pprof", false, "also read /debug/pprof/goroutine?debug=2 (start the server with --pprof)")
 	noState := fs.Bool("no-state", false, "do not read /state (a service with promsluice metrics but no sluice server)")
 	asJSON := fs.Bool("json", false, "print the diagnosis as JSON")
+	deprecate(fs, "admin", "admin-addr")
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice doctor: unexpected argument %q (see --help)\n", fs.Arg(0))
-		return exitUsage
+		return usageError(e, "doctor", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if *interval <= 0 {
-		fmt.Fprintf(e.stderr, "sluice doctor: --interval %v: must be greater than zero\n", *interval)
-		return exitUsage
+		return usageError(e, "doctor", fmt.Errorf("--interval %v: must be greater than zero", *interval))
 	}
 	if *timeout <= 0 {
-		fmt.Fprintf(e.stderr, "sluice doctor: --timeout %v: must be greater than zero\n", *timeout)
-		return exitUsage
+		return usageError(e, "doctor", fmt.Errorf("--timeout %v: must be greater than zero", *timeout))
 	}
 	d, err := doctor.Run(ctx, doctor.Config{Admin: *admin, Interval: *interval, Timeout: *timeout, Pprof: *pprof, NoState: *noState})
 	switch {
 	case errors.Is(err, doctor.ErrInvalidConfig):
-		fmt.Fprintf(e.stderr, "sluice doctor: %v\n", err)
-		return exitUsage
+		return usageError(e, "doctor", err)
 	case err != nil:
-		fmt.Fprintf(e.stderr, "sluice doctor: %v\n", err)
+		printError(e, "doctor", err)
 		return exitInvalid
 	}
 	if *asJSON {

@@ -46,7 +46,7 @@ func TestDoctorReadsServe(t *testing.T) {
 	}
 	tr.CloseIdleConnections()
 
-	code, stdout, stderr := runCmd(context.Background(), nil, "doctor", "--admin", admin, "--interval", "20ms", "--pprof")
+	code, stdout, stderr := runCmd(context.Background(), nil, "doctor", "--admin-addr", admin, "--interval", "20ms", "--pprof")
 	if code != exitOK {
 		t.Errorf("doctor: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -55,7 +55,7 @@ func TestDoctorReadsServe(t *testing.T) {
 			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
 		}
 	}
-	code, stdout, _ = runCmd(context.Background(), nil, "doctor", "--admin", "http://"+admin, "--interval", "10ms", "--json")
+	code, stdout, _ = runCmd(context.Background(), nil, "doctor", "--admin-addr", "http://"+admin, "--interval", "10ms", "--json")
 	var d struct {
 		Gates []struct {
 			Gate     string  `json:"gate"`
@@ -79,15 +79,15 @@ func TestDoctorExitCodes(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
-	if code, _, stderr := runCmd(context.Background(), nil, "doctor", "--admin", closed, "--interval", "1ms"); code != exitInvalid || !strings.Contains(stderr, "unreachable") {
+	if code, _, stderr := runCmd(context.Background(), nil, "doctor", "--admin-addr", closed, "--interval", "1ms"); code != exitInvalid || !strings.Contains(stderr, "unreachable") {
 		t.Errorf("unreachable: exit %d, want 3\n%s", code, stderr)
 	}
 	for _, args := range [][]string{
 		{"--interval", "0s"},
 		{"--interval", "soon"},
 		{"--timeout", "-1s"},
-		{"--admin", "ftp://127.0.0.1:1"},
-		{"--admin", ""},
+		{"--admin-addr", "ftp://127.0.0.1:1"},
+		{"--admin-addr", ""},
 		{"extra"},
 	} {
 		code, stdout, stderr := runCmd(context.Background(), nil, append([]string{"doctor"}, args...)...)
@@ -123,12 +123,12 @@ func TestDoctorExitsOneOnStall(t *testing.T) {
 	go func() { served <- srv.Serve(ctx) }()
 	defer func() { cancel(); <-served; p.Done(admit.OutcomeOK) }()
 
-	code, stdout, stderr := runCmd(context.Background(), nil, "doctor", "--admin", srv.AdminAddr().String(), "--interval", "10ms")
+	code, stdout, stderr := runCmd(context.Background(), nil, "doctor", "--admin-addr", srv.AdminAddr().String(), "--interval", "10ms")
 	if code != exitFail || !strings.Contains(stdout, "[critical] stalled") || !strings.Contains(stdout, "gate db: 1 slots held") {
 		t.Errorf("exit %d, want 1 with a stall\n%s\n%s", code, stdout, stderr)
 	}
 	// --pprof against a server without profiles cannot read them: exit 3.
-	code, _, stderr = runCmd(context.Background(), nil, "doctor", "--admin", srv.AdminAddr().String(), "--interval", "1ms", "--pprof")
+	code, _, stderr = runCmd(context.Background(), nil, "doctor", "--admin-addr", srv.AdminAddr().String(), "--interval", "1ms", "--pprof")
 	if code != exitInvalid || !strings.Contains(stderr, "HTTP 404") || !strings.Contains(stderr, "--pprof") {
 		t.Errorf("--pprof without profiles: exit %d\n%s", code, stderr)
 	}

@@ -24,32 +24,34 @@ func runLab(ctx context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	usageFor(fs, "usage: sluice lab [flags]\n\n"+
-		"Run the backpressure lab: GET /work holds one of --slots business slots until POST /release\n"+
+		"Run the backpressure lab: GET /work holds one of --max-inflight business slots until POST /release\n"+
 		"or --hold-limit (then 504); while every slot is held, GET /work gets 503, Retry-After: 1 and\n"+
 		"{\"error\":\"BUSY\"}. GET /state shows active, admitted, rejected and completed.\n"+
-		"/release is unauthenticated: keep --addr on loopback.")
+		"/release is unauthenticated: keep --addr on loopback. SIGHUP is logged and changes nothing\n"+
+		"(the lab has no configuration to re-read); SIGINT or SIGTERM stop it.\n\n"+serverExitStatus)
 	addr := fs.String("addr", defaultLabAddr, "listen `host:port` for /work, /release and /state")
-	slots := fs.Int("slots", lab.DefaultSlots, "business slots")
+	slots := fs.Int("max-inflight", lab.DefaultSlots, "business slots: /work requests that may hold a slot at once")
 	hold := fs.Duration("hold-limit", lab.DefaultHoldLimit, "longest a /work holds its slot waiting for /release")
 	shutdown := fs.Duration("shutdown-timeout", 5*time.Second, "on SIGINT/SIGTERM, wait this long for responses in progress")
 	var lo logOptions
 	lo.register(fs)
+	deprecate(fs, "slots", "max-inflight")
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
+	hup, stopHangups := hangups() // from here on a SIGHUP is logged, it no longer kills
+	defer stopHangups()
 	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice lab: unexpected argument %q (see --help)\n", fs.Arg(0))
-		return exitUsage
+		return usageError(e, "lab", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
-		return exitUsage
+		return usageError(e, "lab", err)
 	}
 	if err := checkAddr("addr", *addr); err != nil {
 		return fail(err)
 	}
 	if *slots < 1 || *slots > admit.MaxCapacity {
-		return fail(fmt.Errorf("--slots %d: want 1 to %d", *slots, admit.MaxCapacity))
+		return fail(fmt.Errorf("--max-inflight %d: want 1 to %d", *slots, admit.MaxCapacity))
 	}
 	if err := checkDuration("hold-limit", *hold, time.Millisecond, maxTimeout); err != nil {
 		return fail(err)
@@ -83,12 +85,13 @@ func runLab(ctx context.Context, e env, args []string) int {
 		Logger:     logger,
 	})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
-		return exitFail
+		return listenFailed(e, "lab", err, addrFlag{"addr", *addr})
 	}
 	warnLabAddr(logger, *addr)
 	logger.Info("lab listening", "addr", srv.Addr().String(), "business_slots", *slots, "hold_limit", *hold)
-	return serveUntilDone(ctx, e, "lab", srv, logger, nil, nil)
+	return serveUntilDone(ctx, e, "lab", srv, logger, hup, func() {
+		logger.Info("SIGHUP: the lab has no configuration to re-read; it goes on as it is")
+	})
 }
 
 // warnLabAddr warns when the lab listens beyond loopback: /release is an

@@ -27,15 +27,15 @@ func TestLabBadFlagsExitTwo(t *testing.T) {
 		envs map[string]string
 		want string
 	}{
-		{"zero slots", []string{"--slots", "0"}, nil, "--slots 0"},
-		{"too many slots", []string{"--slots", "99999999"}, nil, "--slots 99999999"},
+		{"zero slots", []string{"--max-inflight", "0"}, nil, "--max-inflight 0"},
+		{"too many slots", []string{"--max-inflight", "99999999"}, nil, "--max-inflight 99999999"},
 		{"zero hold", []string{"--hold-limit", "0s"}, nil, "--hold-limit 0s"},
-		{"bad hold", []string{"--hold-limit", "soon"}, nil, "invalid value \"soon\""},
+		{"bad hold", []string{"--hold-limit", "soon"}, nil, "--hold-limit \"soon\": want a duration"},
 		{"bad addr", []string{"--addr", ":::"}, nil, "--addr"},
 		{"negative shutdown", []string{"--shutdown-timeout", "-1s"}, nil, "--shutdown-timeout"},
 		{"log format", []string{"--log-format", "yaml"}, nil, "--log-format"},
 		{"positional", []string{"now"}, nil, "unexpected argument"},
-		{"env twin", nil, map[string]string{"SLUICE_SLOTS": "-3"}, "--slots -3"},
+		{"env twin", nil, map[string]string{"SLUICE_MAX_INFLIGHT": "-3"}, "--max-inflight -3"},
 		{"bad env twin", nil, map[string]string{"SLUICE_HOLD_LIMIT": "1 fortnight"}, "SLUICE_HOLD_LIMIT"},
 	}
 	for _, tt := range tests {
@@ -104,9 +104,9 @@ func TestLabShutdownEndsHeldWork(t *testing.T) {
 }
 
 // TestLabCurlWalkthrough builds the sluice binary, starts `sluice lab`
-// and drives it with the real curl, exactly as seed 001's walkthrough
-// does: state, a held /work, a refused /work, release, recovery, final
-// state. Every status, header and body the seed checks is checked here.
+// and drives it with the real curl, as docs/lab.md's walkthrough does:
+// state, a held /work, a refused /work, release, recovery, final state.
+// Every status, header and body the walkthrough shows is checked here.
 // Seconds (3 to 8): a lab process and a dozen curl processes, one per step.
 func TestLabCurlWalkthrough(t *testing.T) {
 	curl, err := exec.LookPath("curl")
@@ -128,9 +128,9 @@ func TestLabCurlWalkthrough(t *testing.T) {
 	}
 
 	lab := exec.Command(bin, "lab", "--addr", "127.0.0.1:0", "--log-format", "json")
-	// The seed's lab: default slots and hold limit, whatever the
+	// The documented lab: default slots and hold limit, whatever the
 	// environment of the test says.
-	lab.Env = append(os.Environ(), "SLUICE_SLOTS=", "SLUICE_HOLD_LIMIT=")
+	lab.Env = append(os.Environ(), "SLUICE_MAX_INFLIGHT=", "SLUICE_SLOTS=", "SLUICE_HOLD_LIMIT=")
 	stderr, err := lab.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestLabCurlWalkthrough(t *testing.T) {
 	base := "http://" + addr
 	out := t.TempDir() // http-output
 
-	// The seed's common options: -q first (ignore curlrc), no proxy.
+	// The walkthrough's common options: -q first (ignore curlrc), no proxy.
 	curlCmd := func(args ...string) *exec.Cmd {
 		return exec.Command(curl, append([]string{"-q", "--noproxy", "*", "--silent", "--show-error"}, args...)...)
 	}
@@ -281,5 +281,31 @@ func TestLabCurlWalkthrough(t *testing.T) {
 	}
 	if !strings.Contains(all.String(), "shut down cleanly") {
 		t.Errorf("lab log lacks the clean shutdown:\n%s", all.String())
+	}
+}
+
+// TestLabSIGHUPIsLogged: SIGHUP, which kills a process that does not
+// handle it, leaves the lab running (it has nothing to re-read, and says
+// so), still answering; SIGTERM then stops it cleanly.
+func TestLabSIGHUPIsLogged(t *testing.T) {
+	c := startChild(t, 0, "lab", "--addr", "127.0.0.1:0", "--log-format", "json")
+	addr := fmt.Sprint(c.record(t, "lab listening")["addr"])
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	c.record(t, "SIGHUP: the lab has no configuration to re-read; it goes on as it is")
+	resp, err := http.Get("http://" + addr + "/state")
+	if err != nil {
+		t.Fatalf("after SIGHUP the lab does not answer: %v\n%s", err, c.logs)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/state after SIGHUP: %d", resp.StatusCode)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.wait(t, 10*time.Second); code != exitOK {
+		t.Fatalf("exit %d after SIGTERM:\n%s", code, c.logs)
 	}
 }

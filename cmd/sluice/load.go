@@ -28,7 +28,7 @@ func runLoad(ctx context.Context, e env, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: sluice load [--url] URL (--rate R | --concurrency C) [flags]")
 		fmt.Fprintln(e.stderr, "Every flag can also be set as SLUICE_<FLAG> (upper case, - as _).")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	rf := addRunFlags(fs)
 	rate := fs.Float64("rate", 0, "open loop: arrivals per second on a fixed timetable")
@@ -50,8 +50,7 @@ func runLoad(ctx context.Context, e env, args []string) int {
 		// Refused before anything runs, whatever the number of cases: a
 		// folder is not a report file.
 		if err := load.CheckReportPath(rf.out); err != nil {
-			fmt.Fprintf(e.stderr, "sluice load: --out: %v\n", err)
-			return exitUsage
+			return usageError(e, "load", fmt.Errorf("--out: %v", err))
 		}
 	}
 	command := append([]string{"sluice", "load"}, args...)
@@ -117,8 +116,7 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 	if prof != nil {
 		c, err := prof.Profile.Case(prof.Case)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "sluice load: %v\n", err)
-			return exitUsage
+			return inputError(e, "load", err)
 		}
 		cs = &c
 	}
@@ -129,8 +127,7 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 		*rate, *concurrency, rf.workers, *windows, *duration, rf.p99Budget = ls.Rate, ls.Concurrency, ls.Workers, ls.Windows, ls.Duration, ls.P99Budget
 	}
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(e.stderr, "sluice load: "+format+"\n", a...)
-		return exitUsage
+		return usageError(e, "load", fmt.Errorf(format, a...))
 	}
 	if *duration <= 0 {
 		return usageErr("--duration must be > 0")
@@ -165,7 +162,7 @@ func runLoadCase(ctx context.Context, e env, rf runFlags, v loadValues, set map[
 		if !set["rate"] {
 			return usageErr("give --rate R (open loop) or --concurrency C (closed loop)")
 		}
-		return usageErr("--rate must be > 0, got %v", *rate)
+		return usageErr("--rate must be > 0, got %s", figure(*rate))
 	case *rampTo != 0:
 		if !(*rampTo > 0) {
 			return usageErr("--ramp-to must be > 0")
@@ -337,8 +334,8 @@ func parseArgs(fs *flag.FlagSet, e env, rf *runFlags, args []string) (code int, 
 	var positional []string
 	rest := args
 	for {
-		if err := fs.Parse(rest); err != nil {
-			return parseExit(err), false
+		if err := parseLine(fs, rest); err != nil {
+			return parseExit(reportParseError(fs, err)), false
 		}
 		left := fs.Args()
 		if len(left) == 0 {
@@ -351,23 +348,16 @@ func parseArgs(fs *flag.FlagSet, e env, rf *runFlags, args []string) (code int, 
 		positional = append(positional, left[0])
 		rest = left[1:]
 	}
-	if err := parseFlags(fs, e, nil); err != nil { // the environment twins
+	if err := parseFlags(fs, e, nil); err != nil { // deprecated names and the environment twins
 		return parseExit(err), false
 	}
 	for _, a := range positional {
 		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
-			fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q (a positional argument is a target URL, http:// or https://)\n", fs.Name(), a)
-			return exitUsage, false
+			return usageError(e, fs.Name(), fmt.Errorf("unexpected argument %q (a positional argument is a target URL, http:// or https://)", a)), false
 		}
 		rf.urls = append(rf.urls, a)
 	}
 	return 0, true
-}
-
-func setFlags(fs *flag.FlagSet) map[string]bool {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set
 }
 
 func parseFloats(s string) ([]float64, error) {
@@ -378,7 +368,7 @@ func parseFloats(s string) ([]float64, error) {
 			return nil, fmt.Errorf("%q is not a number", f)
 		}
 		if !(v > 0) {
-			return nil, fmt.Errorf("%v must be > 0", v)
+			return nil, fmt.Errorf("%s must be > 0", figure(v))
 		}
 		out = append(out, v)
 	}
@@ -413,8 +403,7 @@ func (rf *runFlags) profileCases(e env, cmd string) ([]*load.ProfileRef, int) {
 	}
 	p, err := readProfileRef(rf.profile)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
-		return nil, exitUsage
+		return nil, inputError(e, cmd, err)
 	}
 	var refs []*load.ProfileRef
 	for _, c := range p.Profile.Cases {
@@ -429,15 +418,13 @@ func (rf *runFlags) profileCases(e env, cmd string) ([]*load.ProfileRef, int) {
 func (rf *runFlags) loadProfile(e env, cmd string) (*load.ProfileRef, *load.Case, int) {
 	if rf.profile == "" {
 		if rf.caseName != "" {
-			fmt.Fprintf(e.stderr, "sluice %s: --case needs --profile\n", cmd)
-			return nil, nil, exitUsage
+			return nil, nil, usageError(e, cmd, errors.New("--case needs --profile"))
 		}
 		return nil, nil, -1
 	}
 	ref, c, err := readProfile(rf.profile, rf.caseName)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
-		return nil, nil, exitUsage
+		return nil, nil, inputError(e, cmd, err)
 	}
 	return ref, c, -1
 }
@@ -565,12 +552,10 @@ func (rf *runFlags) run(ctx context.Context, e env, kind string, command []strin
 		out = load.DefaultReportName(time.Now())
 	}
 	if err := load.CheckReportPath(out); err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: --out: %v\n", kind, err)
-		return exitUsage
+		return usageError(e, kind, fmt.Errorf("--out: %v", err))
 	}
 	if err := preflight(ctx, steps[0].Targets, rf.metrics, min(rf.timeout, 5*time.Second)); err != nil {
-		fmt.Fprintf(e.stderr, "sluice %s: %v\n", kind, err)
-		return exitUsage
+		return inputError(e, kind, err)
 	}
 	if rf.live.on(isTerminal(e.stderr)) {
 		for i := range steps {

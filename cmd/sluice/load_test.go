@@ -81,7 +81,7 @@ func TestLoadBadInputExitsTwoWithoutReport(t *testing.T) {
 		{"no host", []string{"load", "--url", "http:///x", "--rate", "10"}, "no host"},
 		{"zero rate", []string{"load", "--url", srv.URL, "--rate", "0"}, "--rate must be > 0"},
 		{"negative rate", []string{"load", "--url", srv.URL, "--rate", "-5"}, "--rate must be > 0"},
-		{"not a rate", []string{"load", "--url", srv.URL, "--rate", "fast"}, "invalid value"},
+		{"not a rate", []string{"load", "--url", srv.URL, "--rate", "fast"}, "--rate \"fast\": want a number"},
 		{"no load", []string{"load", "--url", srv.URL}, "give --rate"},
 		{"both loops", []string{"load", "--url", srv.URL, "--rate", "5", "--concurrency", "2"}, "exclusive"},
 		{"bad steps", []string{"load", "--url", srv.URL, "--steps", "5,x"}, "--steps"},

@@ -1,6 +1,8 @@
-// Command sluice is the command-line face of the sluice toolkit: a server
-// that sheds load at the point of cost (serve, lab) and a load driver that
-// measures overload honestly (load, sweep, check, report).
+// Command sluice is the command-line face of the sluice toolkit: servers
+// that shed load at the point of cost, a load driver that measures
+// overload honestly, and the arithmetic and diagnosis around them. `sluice
+// help` lists the commands; commands() below is the one table that list,
+// the usage text and the dispatch are read from.
 //
 // main is deliberately thin: it picks a subcommand and hands it the rest of
 // the arguments, standard streams and a context that ends on SIGINT/SIGTERM.
@@ -23,6 +25,7 @@ const (
 	exitUsage    = 2 // bad flags, bad input files
 	exitInvalid  = 3 // a measurement that cannot be trusted (driver-limited)
 	exitInternal = 4 // the tool itself failed (a report could not be written, an unexpected error)
+	exitBind     = 5 // a server could not listen: its address is in use, not permitted or not this host's
 )
 
 // env carries what a subcommand may touch of the outside world, so tests
@@ -42,7 +45,7 @@ func commands() []command {
 		{"serve", "serve static files with disk reads behind an admission gate", serveMain},
 		{"proxy", "reverse proxy with gates, quotas, retry budget, breaker and stale-if-error", runProxy},
 		{"ratelimit", "Envoy's rate limit service (RLS v3) on sluice's quotas, local or shared through Redis", runRatelimit},
-		{"lab", "run the backpressure lab server (one business slot)", runLab},
+		{"lab", "run the backpressure lab server (one business slot by default)", runLab},
 		{"load", "drive open- or closed-loop load at a target and write a report", runLoad},
 		{"sweep", "run a ladder of concurrencies or rates and print the cliff table", runSweep},
 		{"check", "re-judge a saved report against a profile", runCheck},
@@ -62,6 +65,11 @@ func main() {
 }
 
 func dispatch(ctx context.Context, e env, args []string) int {
+	if len(args) >= 2 && args[0] == "help" {
+		// sluice help serve: serve's --help (an unknown name is refused
+		// as a mistyped command is).
+		return dispatch(ctx, e, []string{args[1], "--help"})
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.stderr)
 		if len(args) == 0 {
@@ -69,13 +77,21 @@ func dispatch(ctx context.Context, e env, args []string) int {
 		}
 		return exitOK
 	}
+	best, bestD := "", 3
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, e, args[1:])
 		}
+		if d := editDistance(args[0], c.name); d < bestD {
+			best, bestD = c.name, d
+		}
 	}
-	fmt.Fprintf(e.stderr, "sluice: unknown command %q\n\n", args[0])
-	usage(e.stderr)
+	if best != "" {
+		fmt.Fprintf(e.stderr, "sluice: unknown command %q (did you mean %q?)\n", args[0], best)
+	} else {
+		fmt.Fprintf(e.stderr, "sluice: unknown command %q\n", args[0])
+	}
+	fmt.Fprintln(e.stderr, "Run 'sluice help' for the commands.")
 	return exitUsage
 }
 
@@ -87,5 +103,5 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'sluice <command> --help' for the flags of a command.")
+	fmt.Fprintln(w, "Run 'sluice <command> --help' (or 'sluice help <command>') for the flags of a command.")
 }

@@ -17,14 +17,23 @@ import (
 	"github.com/sluicehq/sluice/plan"
 )
 
-// planCommands are the calculations `sluice plan` offers.
-var planCommands = []struct{ name, summary string }{
-	{"little", "Little's law: solve L = λW (or Lq = λq·Wq) for the missing figure, or check three"},
-	{"drain", "backlog drain: net drain rate and ideal drain time, from flags or a load report"},
-	{"queue", "queue sizing: starting capacity from target wait × safe rate, and its memory"},
-	{"wait", "waiting time (M/M/c): P(wait), mean and p99 wait for c slots, and the slots a p99 target needs"},
-	{"retry", "retry amplification: attempts per layer ^ layers, and what a retry budget leaves"},
-	{"fleet", "fleet totals: per-instance pool × instances against the shared resource"},
+// planCalculation is one calculation of `sluice plan`.
+type planCalculation struct {
+	name, summary string
+	run           func(env, []string) int
+}
+
+// planCalculations lists the calculations `sluice plan` offers: its usage
+// and its dispatch both read this one table.
+func planCalculations() []planCalculation {
+	return []planCalculation{
+		{"little", "Little's law: solve L = λW (or Lq = λq·Wq) for the missing figure, or check three", planLittle},
+		{"drain", "backlog drain: net drain rate and ideal drain time, from flags or a load report", planDrain},
+		{"queue", "queue sizing: starting capacity from target wait × safe rate, and its memory", planQueue},
+		{"wait", "waiting time (M/M/c): P(wait), mean and p99 wait for c slots, and the slots a p99 target needs", planWait},
+		{"retry", "retry amplification: attempts per layer ^ layers, and what a retry budget leaves", planRetry},
+		{"fleet", "fleet totals: per-instance pool × instances against the shared resource", planFleet},
+	}
 }
 
 func planUsage(w io.Writer) {
@@ -36,7 +45,7 @@ func planUsage(w io.Writer) {
 	fmt.Fprintln(w, "fleet exceeds the shared limit); 2 bad input.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "calculations:")
-	for _, c := range planCommands {
+	for _, c := range planCalculations() {
 		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
@@ -52,26 +61,16 @@ func runPlan(_ context.Context, e env, args []string) int {
 		}
 		return exitOK
 	}
-	var run func(env, []string) int
-	switch args[0] {
-	case "little":
-		run = planLittle
-	case "drain":
-		run = planDrain
-	case "queue":
-		run = planQueue
-	case "wait":
-		run = planWait
-	case "retry":
-		run = planRetry
-	case "fleet":
-		run = planFleet
-	default:
-		fmt.Fprintf(e.stderr, "sluice plan: unknown calculation %q\n\n", args[0])
-		planUsage(e.stderr)
-		return exitUsage
+	var names []string
+	for _, c := range planCalculations() {
+		if c.name == args[0] {
+			return c.run(e, args[1:])
+		}
+		names = append(names, c.name)
 	}
-	return run(e, args[1:])
+	fmt.Fprintf(e.stderr, "sluice plan: unknown calculation %q (want %s)\n", args[0], strings.Join(names, ", "))
+	fmt.Fprint(e.stderr, helpHint("plan"))
+	return exitUsage
 }
 
 // secondsValue is a flag holding seconds, written as a Go duration (200ms)
@@ -131,16 +130,19 @@ func planParse(fs *flag.FlagSet, e env, args []string) (int, bool) {
 		return parseExit(err), false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice %s: unexpected argument %q (see --help)\n", fs.Name(), fs.Arg(0))
-		return exitUsage, false
+		return usageError(e, fs.Name(), fmt.Errorf("unexpected argument %q", fs.Arg(0))), false
 	}
 	return 0, true
 }
 
-// planFail reports a refused input: exit 2 with the reason.
+// planFail reports a refused input: exit 2 with the reason, the figure
+// named by its flag.
 func planFail(e env, fs *flag.FlagSet, err error) int {
-	fmt.Fprintf(e.stderr, "sluice %s: %v\n", fs.Name(), err)
-	return exitUsage
+	var ie *plan.InputError
+	if errors.As(err, &ie) && fs.Lookup(ie.Field) != nil {
+		err = errors.New("--" + ie.Error())
+	}
+	return usageError(e, fs.Name(), err)
 }
 
 func writeJSON(w io.Writer, v any) {

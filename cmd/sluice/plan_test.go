@@ -111,7 +111,7 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 		{[]string{"little", "--rate", "NaN", "--total-time", "1s"}, "finite"},
 		{[]string{"little", "--total-time", "soon", "--rate", "1"}, "want a duration"},
 		{[]string{"drain", "--offered", "10", "--refused", "20"}, "cannot exceed offered"},
-		{[]string{"drain", "--backlog", "x"}, "invalid value"},
+		{[]string{"drain", "--backlog", "x"}, "--backlog \"x\": want a number"},
 		{[]string{"drain", "--step", "2"}, "need --report"},
 		{[]string{"drain", "--report", "/nonexistent/r.json"}, "no such file"},
 		{[]string{"drain", "extra"}, "unexpected argument"},

@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
-	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
@@ -89,7 +87,6 @@ type proxyOptions struct {
 	ejectAfter    int
 	ejectFor      time.Duration
 	staleIfError  time.Duration
-	trusted       string
 	preserveHost  bool
 	queueFlags    // --queue-discipline, --priority-header, --class-share: as serve's
 	requestPath   // --timeout, --upstream-idle-timeout, --max-tunnels, --tunnel-idle-timeout
@@ -139,7 +136,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "ceiling of an adaptive limit (0: --max-inflight)")
 	fs.DurationVar(&o.slo, "slo", 0, "latency ceiling an adaptive limit is anchored to (0: none)")
 	fs.StringVar(&o.config, "config", "", "JSON `file` of per-route rules and, optionally, the upstreams (see docs/proxy.md); re-read on SIGHUP")
-	fs.IntVar(&o.retries, "retries", 3, "most attempts per idempotent request, within a 10% retry budget (1: no retries)")
+	fs.IntVar(&o.retries, "attempts", 3, "most attempts per idempotent request, the first included, within a 10% retry budget (1: no retries)")
 	fs.BoolVar(&o.breaker, "breaker", true, "a circuit breaker in front of the upstream (503 breaker_open while open)")
 	fs.DurationVar(&o.headerTimeout, "upstream-timeout", proxy.DefaultHeaderTimeout, "longest wait for the upstream's response headers, per attempt")
 	fs.IntVar(&o.ejectAfter, "eject-after", proxy.DefaultEjectAfter, "consecutive failures (no connection, 502, 504) that eject an upstream instance (0: never)")
@@ -147,24 +144,7 @@ func (o *proxyOptions) register(fs *flag.FlagSet) {
 	o.queueFlags.register(fs, "upstream")
 	fs.DurationVar(&o.staleIfError, "stale-if-error", 0, "serve the last good answer of a cacheable GET, up to this old and marked Sluice-Stale, while the upstream is refused or failing (0: off)")
 	o.requestPath.register(fs)
-	fs.StringVar(&o.trusted, "trusted-proxies", "", "comma-separated `CIDRs` of proxies in front of this one: from them the X-Forwarded-For and Forwarded chains are kept\n"+
-		"(this hop appended) and believed by quotas keyed on ip; from any other peer they are replaced by the peer's address\n"+
-		"(--quota-trusted-proxies is the same flag under its older name)")
 	fs.BoolVar(&o.preserveHost, "preserve-host", false, "send the client's Host header to the upstream (default: rewrite it to the upstream's host)")
-}
-
-// trustedProxies returns the CIDRs of --trusted-proxies or of its older
-// name, --quota-trusted-proxies (the same value under both is fine).
-func (o *proxyOptions) trustedProxies(older string) (string, []netip.Prefix, error) {
-	flagName, v := "--trusted-proxies", o.trusted
-	switch {
-	case v == "":
-		flagName, v = "--quota-trusted-proxies", older
-	case older != "" && older != v:
-		return "", nil, fmt.Errorf("--trusted-proxies %q and --quota-trusted-proxies %q disagree: they are one setting, give it once", v, older)
-	}
-	ps, err := parsePrefixes(flagName, v)
-	return v, ps, err
 }
 
 // proxyConfig validates the flags and builds the proxy's Config. Errors
@@ -184,7 +164,7 @@ func (o *proxyOptions) proxyConfig(logger *slog.Logger) (proxy.Config, error) {
 		errs = append(errs, errors.New("--max-wait needs --queue: without a queue a full gate refuses at once"))
 	}
 	if o.retries < 1 {
-		errs = append(errs, fmt.Errorf("--retries %d: want 1 (no retries) or more", o.retries))
+		errs = append(errs, fmt.Errorf("--attempts %d: want 1 (no retries) or more", o.retries))
 	}
 	for _, d := range []struct {
 		name     string
@@ -307,23 +287,28 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		"counted against the upstream; upgrades (WebSocket) are tunnelled only where a route allows them,\n"+
 		"on their own \"tunnels\" gate, and h2c upgrades never.\n"+
 		"SIGHUP re-reads --config and the TLS files and applies what changed without dropping a connection;\n"+
-		"a file that does not check is refused with a log line and the running configuration stays.")
+		"a file that does not check is refused with a log line and the running configuration stays.\n\n"+serverExitStatus)
 	var so serveOptions
 	so.register(fs)
 	var po proxyOptions
 	po.register(fs)
-	quotas := addQuotaFlags(fs)
+	quotas := addQuotaFlags(fs, "comma-separated `CIDRs` of proxies in front of this one: from them the X-Forwarded-For and Forwarded chains are kept\n"+
+		"(this hop appended) and believed by quotas keyed on ip; from any other peer they are replaced by the peer's address")
+	deprecate(fs, "retries", "attempts")
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	hup, stopHangups := hangups() // from here on a SIGHUP waits for the reload, it no longer kills
 	defer stopHangups()
 	fail := func(code int, err error) int {
-		fmt.Fprintf(e.stderr, "sluice proxy: %v\n", err)
+		if code == exitUsage {
+			return usageError(e, "proxy", err)
+		}
+		printError(e, "proxy", err)
 		return code
 	}
 	if fs.NArg() > 0 {
-		return fail(exitUsage, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0)))
+		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	so.markSet(fs)
 	if err := so.validate(); err != nil {
@@ -345,12 +330,12 @@ func runProxy(ctx context.Context, e env, args []string) int {
 	if err := checkQuotaNames(quotas.quotas, cfg.Routes); err != nil {
 		return fail(exitUsage, err)
 	}
-	if err := quotas.checkCompanions(fs, hasRouteQuota(cfg.Routes), "quota-trusted-proxies"); err != nil {
+	if err := quotas.checkCompanions(fs, hasRouteQuota(cfg.Routes), "trusted-proxies"); err != nil {
 		return fail(exitUsage, err)
 	}
 	// One list of trusted proxies for the forwarding headers, the route
 	// quotas and --quota keyed on ip.
-	if quotas.trusted, cfg.TrustedProxies, err = po.trustedProxies(quotas.trusted); err != nil {
+	if cfg.TrustedProxies, err = parsePrefixes("--trusted-proxies", quotas.trusted); err != nil {
 		return fail(exitUsage, err)
 	}
 	defer quotas.close()
@@ -413,10 +398,7 @@ func runProxy(ctx context.Context, e env, args []string) int {
 		CloseHijacked:        p.CloseTunnels, // tunnels: the drain does not wait for them
 	})
 	if err != nil {
-		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
-			return fail(exitUsage, err)
-		}
-		return fail(exitFail, err)
+		return listenFailed(e, "proxy", err, so.listenAddrs()...)
 	}
 	ups := upstreamList(cfg.Upstreams)
 	logger.Info("proxying", "addr", srv.Addr().String(), "admin_addr", srv.AdminAddr().String(), "engine", so.serverEngine().String(),

@@ -40,7 +40,7 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 		{"slo without adaptive", append(up, "--slo", "100ms"), nil, "need an adaptive --limit"},
 		{"limit-max above max-inflight", append(up, "--limit", "aimd", "--max-inflight", "8", "--limit-max", "9"), nil, "limit_max 9"},
 		{"max-wait without queue", append(up, "--max-wait", "1s"), nil, "--max-wait needs --queue"},
-		{"zero retries", append(up, "--retries", "0"), nil, "--retries 0"},
+		{"zero attempts", append(up, "--attempts", "0"), nil, "--attempts 0"},
 		{"zero upstream timeout", append(up, "--upstream-timeout", "0s"), nil, "--upstream-timeout 0s"},
 		{"missing config", append(up, "--config", filepath.Join(dir, "nope.json")), nil, "--config"},
 		{"bad config", append(up, "--config", badRules), nil, "cost -1"},
@@ -74,9 +74,9 @@ func TestProxyBadFlagsExitTwo(t *testing.T) {
 		{"1ns max-wait", append(up, "--queue", "4", "--max-wait", "1ns"), nil, "--max-wait 1ns: want 1ms to 10m0s, or 0 (the default)"},
 		{"1ns slo", append(up, "--limit", "aimd", "--slo", "1ns"), nil, "--slo 1ns: want 1ms to 10m0s, or 0 (none)"},
 		{"quota mode without quota", append(up, "--quota-mode", "lease"), nil, "--quota-mode without any --quota"},
-		{"quota companions without quota", append(up, "--quota-timeout", "1s", "--quota-fail", "closed"), nil, "--quota-fail, --quota-timeout without any --quota"},
+		{"quota companions without quota", append(up, "--quota-redis-timeout", "1s", "--quota-fail", "closed"), nil, "--quota-fail, --quota-redis-timeout without any --quota"},
 		{"quota twin without quota", up, map[string]string{"SLUICE_QUOTA_INSTANCES": "3"}, "--quota-instances without any --quota"},
-		{"trusted proxies disagree", append(up, "--trusted-proxies", "10.0.0.0/8", "--quota-trusted-proxies", "10.1.0.0/16"), nil, "disagree"},
+		{"trusted proxies under both names", append(up, "--trusted-proxies", "10.0.0.0/8", "--quota-trusted-proxies", "10.1.0.0/16"), nil, "--trusted-proxies and --quota-trusted-proxies, its deprecated name, are both given"},
 		{"bad trusted proxies", append(up, "--trusted-proxies", "10.0.0.0/99"), nil, `--trusted-proxies: "10.0.0.0/99" is not a CIDR`},
 		{"duplicate routes key", append(up, "--config", writeRules(t, `{"routes":[{"name":"a"}],"routes":[{"name":"b"}]}`)), nil, `key "routes" given twice`},
 		{"lower-case method", append(up, "--config", writeRules(t, `{"routes":[{"name":"reads","methods":["get"]}]}`)), nil, `route 0 ("reads"): method "get"`},
@@ -465,7 +465,7 @@ func TestProxyFleetQuotas(t *testing.T) {
 	var pxs []*runningProxy
 	for range 2 {
 		pxs = append(pxs, startProxy(t, map[string]string{"SLUICE_QUOTA_REDIS": redisSrv.URL()}, "--upstream", up.URL,
-			"--config", rules, "--quota", "name=global,rate=1/h,burst=4,key=ip", "--quota-instances", "2", "--quota-timeout", "500ms"))
+			"--config", rules, "--quota", "name=global,rate=1/h,burst=4,key=ip", "--quota-instances", "2", "--quota-redis-timeout", "500ms"))
 	}
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/sluicehq/sluice/connlimit"
 	"github.com/sluicehq/sluice/internal/redisconf"
 	"github.com/sluicehq/sluice/quota/redisquota"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -113,50 +111,11 @@ func (o *ratelimitOptions) validateFrame() error {
 }
 
 // redisOptions turns the Redis flags into go-redis options, or nil
-// without --redis.
+// without --redis (internal/redisconf holds the rules).
 func (o *ratelimitOptions) redisOptions() (*redis.UniversalOptions, error) {
-	if o.redis == "" {
-		if o.redisMaster != "" || o.redisClust {
-			return nil, errors.New("--redis-master and --redis-cluster need --redis")
-		}
-		return nil, nil
-	}
-	u := &redis.UniversalOptions{}
-	if strings.Contains(o.redis, "://") {
-		if o.redisMaster != "" || o.redisClust {
-			return nil, errors.New("--redis is a URL: --redis-master and --redis-cluster take host:port addresses")
-		}
-		opts, err := redis.ParseURL(o.redis)
-		if err != nil {
-			return nil, fmt.Errorf("--redis %q: %v", o.redis, err)
-		}
-		u.Addrs, u.DB, u.Username, u.Password, u.TLSConfig = []string{opts.Addr}, opts.DB, opts.Username, opts.Password, opts.TLSConfig
-		if o.redisPass != "" {
-			u.Password = o.redisPass
-		}
-	} else {
-		for addr := range strings.SplitSeq(o.redis, ",") {
-			addr = strings.TrimSpace(addr)
-			if err := checkAddr("redis", addr); err != nil {
-				return nil, err
-			}
-			u.Addrs = append(u.Addrs, addr)
-		}
-		u.Password = o.redisPass
-		if o.redisTLS {
-			u.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-	}
-	u.MasterName = o.redisMaster
-	u.IsClusterMode = o.redisClust
-	if u.MasterName != "" && o.redisClust {
-		return nil, errors.New("--redis-master (Sentinel) and --redis-cluster exclude each other")
-	}
-	// Fail fast: a dead Redis must reach the breaker, not be retried.
-	u.MaxRetries = -1
-	u.DialTimeout = max(o.timeout, 100*time.Millisecond)
-	u.ContextTimeoutEnabled = true
-	return u, nil
+	return redisconf.UniversalOptions(redisconf.Universal{
+		Target: o.redis, Master: o.redisMaster, Cluster: o.redisClust, Password: o.redisPass, TLS: o.redisTLS,
+	}, o.timeout)
 }
 
 func (o *ratelimitOptions) serviceConfig(logger *slog.Logger) (ratelimit.Config, error) {
@@ -201,18 +160,21 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 	usageFor(fs, "usage: sluice ratelimit --config PATH [flags]\n\n"+
 		"Serve Envoy's rate limit service (envoy.service.ratelimit.v3, gRPC) with the reference server's\n"+
 		"YAML configuration. Counters live in this process, or in Redis with --redis (shared by a fleet).\n"+
-		"Health, metrics and state are on the admin listener; grpc.health.v1 is on the gRPC listener.")
+		"Health, metrics and state are on the admin listener; grpc.health.v1 is on the gRPC listener.\n\n"+serverExitStatus)
 	var o ratelimitOptions
 	o.register(fs)
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(e.stderr, "sluice ratelimit: %v\n", err)
+		if code == exitUsage {
+			return usageError(e, "ratelimit", err)
+		}
+		printError(e, "ratelimit", err)
 		return code
 	}
 	if fs.NArg() > 0 {
-		return fail(exitUsage, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0)))
+		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if len(o.configs) == 0 {
 		return fail(exitUsage, errors.New("--config PATH is required: a YAML file or a directory of them"))
@@ -272,10 +234,7 @@ func runRatelimit(ctx context.Context, e env, args []string) int {
 		Pprof:           o.serve.pprof,
 	})
 	if err != nil {
-		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
-			return fail(exitUsage, err)
-		}
-		return fail(exitFail, err)
+		return listenFailed(e, "ratelimit", err, o.serve.listenAddrs()...)
 	}
 
 	// Reload on SIGHUP and on file changes, until the server stops.

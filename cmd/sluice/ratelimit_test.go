@@ -71,7 +71,7 @@ func TestRatelimitBadInputExitsTwo(t *testing.T) {
 		{[]string{"--config", good, "--redis", "10.0.0.1"}, "--redis \"10.0.0.1\": want host:port"},
 		{[]string{"--config", good, "--redis-master", "m"}, "need --redis"},
 		{[]string{"--config", good, "--instances", "0"}, "--instances 0"},
-		{[]string{"--config", good, "--h2c"}, "flag provided but not defined: -h2c"},
+		{[]string{"--config", good, "--h2c"}, "unknown flag --h2c"},
 		{[]string{"--config", good, "--drain-delay", "-1s"}, "--drain-delay"},
 	} {
 		code, out := runSubcommand(context.Background(), runRatelimit, nil, tc.args...)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,23 +24,21 @@ func runReport(ctx context.Context, e env, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: sluice report [--html OUT.html] REPORT.json [B.json]")
 		fmt.Fprintln(e.stderr, "       sluice report merge --out MERGED.json A.json B.json ...")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	html := fs.String("html", "", "write a self-contained HTML page with charts (two reports: an A/B overlay)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
-		fs.Usage()
-		return exitUsage
+		return usageError(e, "report", fmt.Errorf("want one REPORT.json (or two, to compare), got %d arguments", fs.NArg()))
 	}
 	var reports []*load.Report
 	worst := exitOK
 	for _, p := range fs.Args() {
 		r, err := load.ReadReport(p)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "sluice report: %v\n", err)
-			return exitUsage
+			return inputError(e, "report", err)
 		}
 		load.Rejudge(r) // the verdict check would give, not the one the file stores
 		worst = worseExit(worst, verdictExit(r.Verdict))
@@ -83,21 +82,27 @@ func worseExit(a, b int) int {
 func runReportMerge(_ context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("report merge", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: sluice report merge [--out MERGED.json] A.json B.json ...")
+		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(e.stderr, "Merge the reports of one run driven from several machines: counts add up, histograms merge.")
+		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(e.stderr, "flags:")
+		printFlags(fs)
+	}
 	out := fs.String("out", "", "merged report file (default: load-report-<UTC time>.json)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() < 2 {
-		fmt.Fprintln(e.stderr, "usage: sluice report merge --out MERGED.json A.json B.json ...")
-		return exitUsage
+		return usageError(e, "report merge", fmt.Errorf("want two reports or more to merge, got %d", fs.NArg()))
 	}
 	path := *out
 	if path == "" {
 		path = load.DefaultReportName(time.Now())
 	}
 	if msg := mergeInputsDistinct(path, fs.Args()); msg != "" {
-		fmt.Fprintf(e.stderr, "sluice report merge: %s\n", msg)
-		return exitUsage
+		return inputError(e, "report merge", errors.New(msg))
 	}
 	var reports []*load.Report
 	var sources []load.Source
@@ -105,12 +110,10 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 	for _, p := range fs.Args() {
 		r, sum, err := load.ReadReportSHA256(p)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
-			return exitUsage
+			return inputError(e, "report merge", err)
 		}
 		if prev, dup := hashes[sum]; dup {
-			fmt.Fprintf(e.stderr, "sluice report merge: %s and %s have the same content: merging would count every request twice\n", prev, p)
-			return exitUsage
+			return inputError(e, "report merge", fmt.Errorf("%s and %s have the same content: merging would count every request twice", prev, p))
 		}
 		hashes[sum] = p
 		reports = append(reports, r)
@@ -119,8 +122,7 @@ func runReportMerge(_ context.Context, e env, args []string) int {
 	meta := load.Meta{Tool: toolInfo(), BinarySHA256: binarySHA256(), Command: append([]string{"sluice", "report", "merge"}, args...), SourceFiles: sourceFiles()}
 	m, err := load.Merge(meta, reports)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice report merge: %v\n", err)
-		return exitUsage
+		return inputError(e, "report merge", err)
 	}
 	m.Sources = sources
 	if err := load.WriteReport(path, m); err != nil {

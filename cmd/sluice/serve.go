@@ -122,7 +122,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "addr", server.DefaultAddr, "main listener `host:port`")
 	fs.StringVar(&o.adminAddr, "admin-addr", server.DefaultAdminAddr, "admin listener `host:port` for /healthz, /metrics and /state; keep it private")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "most open connections on the main listener; beyond it a new connection gets a 503 and is closed.\n"+
-		"It protects file descriptors, not concurrency (--work-limit bounds the work): set it well above your\n"+
+		"It protects file descriptors, not concurrency (--max-inflight bounds the work): set it well above your\n"+
 		"clients' connection pools. 0: the file-descriptor limit minus a reserve; a value that does not fit\n"+
 		"the limit is refused, naming the largest that does")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", connlimit.DefaultIdleTimeout, "close keep-alive connections idle this long")
@@ -186,6 +186,11 @@ func (o *serveOptions) validate() error {
 		}
 	}
 	return nil
+}
+
+// listenAddrs are the listen addresses and their flags.
+func (o *serveOptions) listenAddrs() []addrFlag {
+	return []addrFlag{{"addr", o.addr}, {"admin-addr", o.adminAddr}}
 }
 
 // serverEngine is the main listener's engine: fast unless asked for net,
@@ -258,6 +263,12 @@ func (o *serveOptions) warn(logger *slog.Logger, gateWork int64) {
 	}
 }
 
+// serverExitStatus is the exit status paragraph of the commands that
+// serve (serve, proxy, lab, ratelimit).
+const serverExitStatus = "Exit status: 0 a clean shutdown; 1 work cut short at shutdown, or a failure while serving;\n" +
+	"2 bad flags or configuration; 5 a listen address that cannot be bound (in use, not permitted,\n" +
+	"not this host's)."
+
 func usageFor(fs *flag.FlagSet, synopsis string) {
 	fs.Usage = func() {
 		w := fs.Output()
@@ -267,7 +278,7 @@ func usageFor(fs *flag.FlagSet, synopsis string) {
 		fmt.Fprintln(w, "the command line wins over the environment.")
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "flags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 }
 
@@ -279,11 +290,11 @@ func serveMain(ctx context.Context, e env, args []string) int {
 	usageFor(fs, "usage: sluice serve [flags]\n\n"+
 		"Serve static files. Only the expensive work (a disk read) takes a slot of an admission gate;\n"+
 		"when the gate is full the answer is 503 with Retry-After. Health, metrics and state are on\n"+
-		"the admin listener. SIGHUP re-reads the TLS certificate and key.")
+		"the admin listener. SIGHUP re-reads the TLS certificate and key.\n\n"+serverExitStatus)
 	var o serveOptions
 	o.register(fs)
 	static := addStaticFlags(fs)
-	quotas := addQuotaFlags(fs)
+	quotas := addQuotaFlags(fs, "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed by quotas keyed on ip")
 	adm := addAdmissionFlags(fs) // --limit, --queue-discipline, --priority-header, --class-share
 	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
@@ -291,24 +302,20 @@ func serveMain(ctx context.Context, e env, args []string) int {
 	hup, stopHangups := hangups() // from here on a SIGHUP re-reads the TLS files, it no longer kills
 	defer stopHangups()
 	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice serve: unexpected argument %q (see --help)\n", fs.Arg(0))
-		return exitUsage
+		return usageError(e, "serve", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	o.markSet(fs)
 	if err := errors.Join(o.validate(), adm.validate(static.queue), quotas.checkCompanions(fs, false)); err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		return exitUsage
+		return usageError(e, "serve", err)
 	}
 	logger, err := o.log.logger(e.stderr)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		return exitUsage
+		return usageError(e, "serve", err)
 	}
 	// Refuse a --max-conns that does not fit the descriptor limit before
 	// anything is built or bound.
 	if err := o.connConfig().Validate(); err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: --max-conns %d: %v\n", o.maxConns, err)
-		return exitUsage
+		return usageError(e, "serve", fmt.Errorf("--max-conns %d: %v", o.maxConns, err))
 	}
 
 	// One Metrics is the disk gate's Observer (wait and hold histograms)
@@ -316,20 +323,17 @@ func serveMain(ctx context.Context, e env, args []string) int {
 	gm := promsluice.NewMetrics()
 	lim, err := adm.limitConfig(logger)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		return exitUsage
+		return usageError(e, "serve", err)
 	}
 	disk, gates, collectors, cleanup, err := static.build(logger, gm, lim)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		return exitUsage
+		return usageError(e, "serve", err)
 	}
 	defer cleanup()
 	sh := disk // the engine's fast path asks its core directly
 	h, err := adm.wire(logger, gm, disk, disk)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		return exitUsage
+		return usageError(e, "serve", err)
 	}
 	o.warn(logger, static.gateWork())
 	// The static handler takes and releases its disk slot itself, right
@@ -343,8 +347,7 @@ func serveMain(ctx context.Context, e env, args []string) int {
 	}
 	handler, err := quotas.wrap(logger, mw.Deadline(h)) // --quota: 429 before any work
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		return exitUsage
+		return usageError(e, "serve", err)
 	}
 	defer quotas.close()
 	// The quotas' counters, and their refusals in
@@ -385,11 +388,7 @@ func serveMain(ctx context.Context, e env, args []string) int {
 		Pprof:                o.pprof,
 	})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice serve: %v\n", err)
-		if errors.Is(err, connlimit.ErrInvalidConfig) || errors.Is(err, server.ErrInvalidConfig) || errors.Is(err, connlimit.ErrNoHeadroom) {
-			return exitUsage
-		}
-		return exitFail
+		return listenFailed(e, "serve", err, o.listenAddrs()...)
 	}
 	return serveUntilDone(ctx, e, "serve", srv, logger, hup, func() { reloadTLS(srv, logger, "serve") })
 }

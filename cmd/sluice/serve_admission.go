@@ -35,7 +35,7 @@ type admissionOptions struct {
 // addAdmissionFlags registers the admission flags on fs.
 func addAdmissionFlags(fs *flag.FlagSet) *admissionOptions {
 	o := &admissionOptions{}
-	fs.StringVar(&o.limit, "limit", "fixed", "how the disk gate's capacity is set: fixed (--work-limit) or an adaptive law that follows latency: aimd, vegas or gradient2")
+	fs.StringVar(&o.limit, "limit", "fixed", "how the disk gate's capacity is set: fixed (--max-inflight) or an adaptive law that follows latency: aimd, vegas or gradient2")
 	fs.Int64Var(&o.limitMin, "limit-min", 0, "smallest capacity an adaptive --limit may set (0: 1)")
 	fs.Int64Var(&o.limitMax, "limit-max", 0, "largest capacity an adaptive --limit may set (0: 1000)")
 	fs.DurationVar(&o.slo, "slo", 0, "latency objective (99th percentile of queue wait plus disk read): an adaptive --limit holds the reads' tail to what the queue leaves of it and never learns a baseline above it; with --queue and no --max-wait the queue waits at most a quarter of it (0: none)")

@@ -35,7 +35,7 @@ func TestServeAdmissionBadFlagsExitTwo(t *testing.T) {
 		{"bad header", []string{"--queue", "4", "--priority-header", "X Priority"}, nil, `--priority-header "X Priority"`},
 		{"header without queue", []string{"--priority-header", "X-Priority"}, nil, "--priority-header needs --queue"},
 		{"share unknown class", []string{"--queue", "4", "--priority-header", "P", "--class-share", "bulk=0.1"}, nil, `unknown class "bulk"`},
-		{"share not a number", []string{"--queue", "4", "--priority-header", "P", "--class-share", "sheddable=lots"}, nil, "flag -class-share"},
+		{"share not a number", []string{"--queue", "4", "--priority-header", "P", "--class-share", "sheddable=lots"}, nil, "--class-share \"sheddable=lots\": class share"},
 		{"share out of range", []string{"--queue", "4", "--priority-header", "P", "--class-share", "sheddable=1.5"}, nil, "outside (0, 1]"},
 		{"shares sum", []string{"--queue", "4", "--priority-header", "P", "--class-share", "sheddable=0.6", "--class-share", "critical=0.6"}, nil, "more than 1"},
 		{"share twice", []string{"--queue", "4", "--priority-header", "P", "--class-share", "sheddable=0.1", "--class-share", "sheddable=0.2"}, nil, "given twice"},
@@ -163,7 +163,7 @@ func TestServeAdmissionQueueWaitFromSLO(t *testing.T) {
 			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 			st := addStaticFlags(fs)
 			o := addAdmissionFlags(fs)
-			if err := fs.Parse(append([]string{"--work-limit", "1"}, tc.args...)); err != nil {
+			if err := fs.Parse(append([]string{"--max-inflight", "1"}, tc.args...)); err != nil {
 				t.Fatal(err)
 			}
 			if err := o.validate(st.queue); err != nil {

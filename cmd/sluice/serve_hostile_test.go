@@ -111,7 +111,7 @@ func TestServeHostileClientsReleaseSlots(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // runs after startServe's cleanup
 	const timeout = 300 * time.Millisecond
-	s := startServeInProcess(t, "--root", siteDir(t), "--work-limit", "1", "--send-timeout", timeout.String(), "--body-timeout", timeout.String())
+	s := startServeInProcess(t, "--root", siteDir(t), "--max-inflight", "1", "--send-timeout", timeout.String(), "--body-timeout", timeout.String())
 	canceled := `sluice_admission_completed_total{gate="disk",kind="stream",outcome="canceled"}`
 
 	t.Run("stalled reader", func(t *testing.T) {
@@ -196,7 +196,7 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 		{[]string{"--body-timeout", "10ms"}, "--body-timeout 10ms: want 100ms"},
 		{[]string{"--drain-delay", "-1s"}, "--drain-delay -1s: want 0s to 10m0s"},
 		{[]string{"--idle-timeout", "100000h"}, "--idle-timeout"},
-		{[]string{"--work-limit", "off", "--queue", "3"}, "--work-limit off"},
+		{[]string{"--max-inflight", "off", "--queue", "3"}, "--max-inflight off"},
 	} {
 		// Free ports and a short life, so a value wrongly accepted ends
 		// the run (exit 0) instead of serving for ever.
@@ -260,7 +260,7 @@ func TestServeWarnings(t *testing.T) {
 			t.Errorf("--admin-addr %s warns: %s", addr, w)
 		}
 	}
-	// The user of issue 18: a gate of 8 with a queue of 16, and 16
+	// A user's setting: a gate of 8 with a queue of 16, and 16
 	// connections against 64 keep-alive workers.
 	o := base
 	o.maxConns = 16

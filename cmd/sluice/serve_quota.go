@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/internal/quotakey"
+	"github.com/sluicehq/sluice/internal/ratespec"
 	"github.com/sluicehq/sluice/internal/redisconf"
 	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/quota/redisquota"
@@ -56,7 +57,7 @@ func parseQuotaSpec(s string) (quotaSpec, error) {
 		case "name":
 			err = quota.CheckName(val)
 		case "rate":
-			q.rate, err = parseRate(val)
+			q.rate, err = ratespec.Parse(val)
 		case "burst":
 			q.burst, err = parseCount(val)
 		case "max-keys":
@@ -84,7 +85,7 @@ func parseQuotaSpec(s string) (quotaSpec, error) {
 	if q.burst == 0 {
 		q.burst = max(1, int(math.Ceil(q.rate)))
 		if q.burst > maxBurst {
-			return q, fmt.Errorf("quota %q: rate %v/s needs an explicit burst= of at most %d", q.name, q.rate, maxBurst)
+			return q, fmt.Errorf("quota %q: rate %s/s needs an explicit burst= of at most %d", q.name, figure(q.rate), maxBurst)
 		}
 	}
 	for prefix, c := range q.costs {
@@ -93,37 +94,6 @@ func parseQuotaSpec(s string) (quotaSpec, error) {
 		}
 	}
 	return q, nil
-}
-
-// parseRate parses "N/unit": N a positive number, unit s, m, h or a Go
-// duration such as 10s or 100ms.
-func parseRate(v string) (float64, error) {
-	num, unit, ok := strings.Cut(v, "/")
-	if !ok {
-		return 0, errors.New("want N/s, N/m, N/h or N/<duration>, e.g. 100/s")
-	}
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-		return 0, fmt.Errorf("count %q: want a number above zero", num)
-	}
-	var per time.Duration
-	switch unit {
-	case "s":
-		per = time.Second
-	case "m":
-		per = time.Minute
-	case "h":
-		per = time.Hour
-	default:
-		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
-			return 0, fmt.Errorf("unit %q: want s, m, h or a positive duration like 10s", unit)
-		}
-	}
-	r := n / per.Seconds()
-	if r > 1e9 || r < 1e-6 {
-		return 0, fmt.Errorf("rate %v per second is out of range (1e-6 to 1e9)", r)
-	}
-	return r, nil
 }
 
 func parseCount(v string) (int, error) {
@@ -210,30 +180,35 @@ type quotaOptions struct {
 	routeQuotas func() []quota.Stats
 }
 
-func addQuotaFlags(fs *flag.FlagSet) *quotaOptions {
+// addQuotaFlags registers the quota flags on fs; trustedUsage is the help
+// of --trusted-proxies, which means more in the proxy than in serve.
+func addQuotaFlags(fs *flag.FlagSet, trustedUsage string) *quotaOptions {
 	o := &quotaOptions{}
 	fs.Var(&o.quotas, "quota", "a per-client rate quota `SPEC`, repeatable: name=NAME,rate=N/s,burst=N,key=ip|header:NAME[,cost=/prefix:N][,max-keys=N]; a refused request gets 429")
 	fs.StringVar(&o.redisURL, "quota-redis", "", "share the quotas across instances through this Redis `URL` (redis://host:6379/0)")
 	fs.IntVar(&o.instances, "quota-instances", 1, "instances sharing the quotas; while Redis is down each admits quota/instances (with --quota-fail open)")
 	fs.StringVar(&o.fail, "quota-fail", "open", "while Redis is slow or down: open (this instance's share) or closed (refuse with 503)")
 	fs.StringVar(&o.mode, "quota-mode", "exact", "fleet spending: exact (one Redis round trip per request) or lease (small batches of tokens)")
-	fs.DurationVar(&o.timeout, "quota-timeout", redisquota.DefaultTimeout, "longest wait for Redis before --quota-fail decides")
-	fs.StringVar(&o.trusted, "quota-trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed for key=ip")
+	fs.DurationVar(&o.timeout, "quota-redis-timeout", redisquota.DefaultTimeout, "longest wait for Redis before --quota-fail decides")
+	fs.StringVar(&o.trusted, "trusted-proxies", "", trustedUsage)
+	deprecate(fs, "quota-timeout", "quota-redis-timeout")
+	deprecate(fs, "quota-trusted-proxies", "trusted-proxies")
 	return o
 }
 
-// checkCompanions refuses --quota-* flags given (on the command line or
-// by their environment twins) when there is no quota for them to shape:
-// they would be ignored without a word. haveQuota says whether there is
-// one (a --quota, or in the proxy a route quota); except names flags that
-// mean something without a quota.
+// checkCompanions refuses --quota-* flags and --trusted-proxies given (on
+// the command line or by their environment twins) when there is no quota
+// for them to shape: they would be ignored without a word. haveQuota says
+// whether there is one (a --quota, or in the proxy a route quota); except
+// names flags that mean something without a quota.
 func (o *quotaOptions) checkCompanions(fs *flag.FlagSet, haveQuota bool, except ...string) error {
 	if haveQuota || len(o.quotas) > 0 {
 		return nil
 	}
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "quota-") && !slices.Contains(except, f.Name) {
+		companion := strings.HasPrefix(f.Name, "quota-") || f.Name == "trusted-proxies"
+		if companion && !isAlias(f) && !slices.Contains(except, f.Name) {
 			set = append(set, "--"+f.Name)
 		}
 	})
@@ -266,7 +241,7 @@ func (o *quotaOptions) wrap(logger *slog.Logger, h http.Handler) (_ http.Handler
 		return h, nil
 	}
 	var trusted []netip.Prefix
-	trusted, err = parsePrefixes("--quota-trusted-proxies", o.trusted)
+	trusted, err = parsePrefixes("--trusted-proxies", o.trusted)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +318,7 @@ func (o *quotaOptions) fleet(logger *slog.Logger) (*redisquota.Config, error) {
 		return nil, fmt.Errorf("--quota-instances %d: must be 1 or more", o.instances)
 	}
 	if o.timeout <= 0 {
-		return nil, fmt.Errorf("--quota-timeout %v: must be greater than zero", o.timeout)
+		return nil, fmt.Errorf("--quota-redis-timeout %v: must be greater than zero", o.timeout)
 	}
 	var fail redisquota.Fallback
 	switch o.fail {

@@ -119,7 +119,7 @@ func TestServeQuotaBadFlagsExitTwo(t *testing.T) {
 		{"bad quota-fail", []string{"--quota", "name=x,rate=1/s", "--quota-fail", "maybe"}, nil, "--quota-fail"},
 		{"bad mode", []string{"--quota", "name=x,rate=1/s", "--quota-mode", "fast"}, nil, "--quota-mode"},
 		{"bad instances", []string{"--quota", "name=x,rate=1/s", "--quota-instances", "0"}, nil, "--quota-instances 0"},
-		{"bad proxies", []string{"--quota", "name=x,rate=1/s", "--quota-trusted-proxies", "10.0.0.0/33"}, nil, "10.0.0.0/33"},
+		{"bad proxies", []string{"--quota", "name=x,rate=1/s", "--trusted-proxies", "10.0.0.0/33"}, nil, "10.0.0.0/33"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -281,7 +281,7 @@ func TestServeFleetQuotaThreeProcesses(t *testing.T) {
 			var addrs, admins []string
 			for range 3 {
 				a, adm := startServe(t, bin, "--quota", spec, "--quota-redis", srv.URL(), "--quota-instances", "3", "--quota-mode", mode,
-					"--quota-timeout", "500ms") // a loaded CI machine: keep decisions on Redis
+					"--quota-redis-timeout", "500ms") // a loaded CI machine: keep decisions on Redis
 				addrs, admins = append(addrs, a), append(admins, adm)
 			}
 			tr := &http.Transport{MaxIdleConnsPerHost: 16}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/demosite"
 	"github.com/sluicehq/sluice/limit"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/static"
@@ -23,7 +24,7 @@ import (
 // where in static.Config a zero means "the default".
 type staticOptions struct {
 	root              string
-	workLimit         workLimit
+	slots             slotsFlag
 	maxWait           time.Duration
 	queue             int
 	cacheBytes        byteSize
@@ -43,8 +44,9 @@ func addStaticFlags(fs *flag.FlagSet) *staticOptions {
 		maxCachedFileSize: static.DefaultMaxCachedFileSize,
 	}
 	fs.StringVar(&o.root, "root", "", "directory to serve (default: the built-in demo site)")
-	o.workLimit = static.DefaultWorkLimit
-	fs.Var(&o.workLimit, "work-limit", "slots of the \"disk\" gate: disk reads (and gated streams) at once; off: no gate at all (every read goes through)")
+	o.slots = slotsFlag{n: static.DefaultWorkLimit}
+	fs.Var(&o.slots, "max-inflight", "slots of the \"disk\" gate, a number `N` or off: disk reads (and gated streams) in flight at once;\noff: no gate at all (every read goes through)")
+	deprecate(fs, "work-limit", "max-inflight")
 	fs.DurationVar(&o.maxWait, "max-wait", 0, "longest wait in the disk queue before 503 (0: the gate's default, 1s, or with an adaptive --limit and --slo a quarter of the SLO; needs --queue)")
 	fs.IntVar(&o.queue, "queue", 0, "disk reads that may wait for a slot (0: refuse at once when full)")
 	fs.Var(&o.cacheBytes, "cache-bytes", "bytes of file content kept in memory, e.g. 64MiB (0: no cache)")
@@ -59,8 +61,8 @@ func addStaticFlags(fs *flag.FlagSet) *staticOptions {
 // config validates the flags and turns them into a static.Config.
 func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
 	var errs []error
-	if o.workLimit != workLimitOff && (o.workLimit < 1 || o.workLimit > admit.MaxCapacity) {
-		errs = append(errs, fmt.Errorf("--work-limit %d: want 1 to %d, or off", o.workLimit, admit.MaxCapacity))
+	if !o.slots.off && (o.slots.n < 1 || o.slots.n > admit.MaxCapacity) {
+		errs = append(errs, fmt.Errorf("--max-inflight %d: want 1 to %d, or off", o.slots.n, admit.MaxCapacity))
 	}
 	if o.queue < 0 || o.queue > maxQueue {
 		errs = append(errs, fmt.Errorf("--queue %d: want 0 to %d", o.queue, maxQueue))
@@ -71,8 +73,8 @@ func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
 	if o.maxWait > 0 && o.queue == 0 {
 		errs = append(errs, errors.New("--max-wait needs --queue: without a queue a full gate refuses at once"))
 	}
-	if o.workLimit == workLimitOff && (o.queue > 0 || o.gateScope == "request") {
-		errs = append(errs, errors.New("--work-limit off has no gate: --queue and --gate-scope request need one"))
+	if o.slots.off && (o.queue > 0 || o.gateScope == "request") {
+		errs = append(errs, errors.New("--max-inflight off has no gate: --queue and --gate-scope request need one"))
 	}
 	if o.revalidate < 0 || o.revalidate > maxRevalidate {
 		errs = append(errs, fmt.Errorf("--revalidate %s: want 0 to %s", o.revalidate, maxRevalidate))
@@ -93,7 +95,7 @@ func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
 	cfg := static.Config{
 		Root:              o.root,
 		Dotfiles:          o.dotfiles,
-		WorkLimit:         int64(o.workLimit), // workLimitOff is -1: no gate
+		WorkLimit:         o.slots.workLimit(),
 		Queue:             o.queue,
 		MaxWait:           o.maxWait,
 		CacheBytes:        offIfZero(int64(o.cacheBytes)),
@@ -102,6 +104,9 @@ func (o *staticOptions) config(logger *slog.Logger) (static.Config, error) {
 		UngatedStreams:    !o.gateStreams,
 		Scope:             scope,
 		Logger:            logger,
+	}
+	if cfg.Root == "" {
+		cfg.FS = demosite.FS() // the quick start: no --root serves the demo site
 	}
 	return cfg, nil
 }
@@ -140,7 +145,7 @@ func (o *staticOptions) build(logger *slog.Logger, obs admit.Observer, lim *limi
 		if cfg.Root != "" {
 			what = cfg.Root
 		}
-		logger.Info("serving static files", "root", what, "work_limit", o.workLimit.String(), "gate_scope", cfg.Scope.String(),
+		logger.Info("serving static files", "root", what, "max_inflight", o.slots.String(), "gate_scope", cfg.Scope.String(),
 			"cache_bytes", int64(o.cacheBytes), "max_cached_file_size", int64(o.maxCachedFileSize), "gate_streams", o.gateStreams)
 	}
 	cache := promsluice.NewCacheMetrics(func() promsluice.CacheStats {
@@ -157,10 +162,10 @@ func (o *staticOptions) build(logger *slog.Logger, obs admit.Observer, lim *limi
 // gateWork is the work the disk gate admits or queues at once, or -1
 // without a gate.
 func (o *staticOptions) gateWork() int64 {
-	if o.workLimit == workLimitOff {
+	if o.slots.off {
 		return -1
 	}
-	return int64(o.workLimit) + int64(o.queue)
+	return o.slots.n + int64(o.queue)
 }
 
 // Accepted ranges of the static flags.
@@ -171,33 +176,41 @@ const (
 	maxCacheBytes = byteSize(1 << 40)
 )
 
-// workLimit is the --work-limit flag: a number of slots, or "off" (no
-// gate), stored as workLimitOff.
-type workLimit int64
-
-const workLimitOff workLimit = -1
-
-func (w *workLimit) String() string {
-	if *w == workLimitOff {
-		return "off"
-	}
-	return strconv.FormatInt(int64(*w), 10)
+// slotsFlag is serve's --max-inflight flag: a number of slots, or "off" (no
+// gate). A number is kept as given, negative or zero included, so that
+// the refusal shows what was typed.
+type slotsFlag struct {
+	n   int64
+	off bool
 }
 
-func (w *workLimit) Set(s string) error {
+func (f *slotsFlag) String() string {
+	if f.off {
+		return "off"
+	}
+	return strconv.FormatInt(f.n, 10)
+}
+
+func (f *slotsFlag) Set(s string) error {
 	if strings.EqualFold(strings.TrimSpace(s), "off") {
-		*w = workLimitOff
+		*f = slotsFlag{off: true}
 		return nil
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil {
 		return fmt.Errorf("want a whole number of slots or off")
 	}
-	if n < 0 {
-		n = 0 // never confused with off; config refuses it
-	}
-	*w = workLimit(n)
+	*f = slotsFlag{n: n}
 	return nil
+}
+
+// workLimit is the flag as static.Config.WorkLimit: the slots, or -1 (no
+// gate) for off.
+func (f slotsFlag) workLimit() int64 {
+	if f.off {
+		return -1
+	}
+	return f.n
 }
 
 // byteSize is a flag.Value for sizes: a whole number of bytes with an

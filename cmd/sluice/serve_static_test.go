@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/demosite"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -42,7 +43,7 @@ func TestStaticFlagsDefaults(t *testing.T) {
 	}
 	want := static.Config{
 		WorkLimit: 16, CacheBytes: static.DefaultCacheBytes, MaxCachedFileSize: static.DefaultMaxCachedFileSize,
-		Revalidate: static.DefaultRevalidate, Scope: static.ScopeDisk,
+		Revalidate: static.DefaultRevalidate, Scope: static.ScopeDisk, FS: demosite.FS(),
 	}
 	if cfg != want {
 		t.Errorf("defaults give %+v, want %+v", cfg, want)
@@ -51,9 +52,9 @@ func TestStaticFlagsDefaults(t *testing.T) {
 
 func TestStaticFlagsParse(t *testing.T) {
 	o, err := parseStatic(t, []string{
-		"--work-limit", "1", "--queue", "8", "--max-wait", "250ms", "--cache-bytes", "8MiB",
+		"--max-inflight", "1", "--queue", "8", "--max-wait", "250ms", "--cache-bytes", "8MiB",
 		"--max-cached-file-size", "64K", "--revalidate", "0", "--gate-streams=false", "--gate-scope", "request", "--dotfiles",
-	}, map[string]string{"SLUICE_ROOT": "/srv/www", "SLUICE_WORK_LIMIT": "99"})
+	}, map[string]string{"SLUICE_ROOT": "/srv/www", "SLUICE_MAX_INFLIGHT": "99"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +85,12 @@ func TestStaticFlagsErrors(t *testing.T) {
 		parse   bool   // fails at parse time
 		mention string // the message names this
 	}{
-		{[]string{"--work-limit", "0"}, nil, false, "--work-limit"},
-		{[]string{"--work-limit", "-3"}, nil, false, "--work-limit"},
-		{[]string{"--work-limit", "99999999"}, nil, false, "--work-limit"},
-		{[]string{"--work-limit", "none"}, nil, true, "work-limit"},
-		{[]string{"--work-limit", "off", "--queue", "4"}, nil, false, "--work-limit off"},
-		{[]string{"--work-limit", "off", "--gate-scope", "request"}, nil, false, "--work-limit off"},
+		{[]string{"--max-inflight", "0"}, nil, false, "--max-inflight 0: want 1 to"},
+		{[]string{"--max-inflight", "-3"}, nil, false, "--max-inflight -3: want 1 to"},
+		{[]string{"--max-inflight", "99999999"}, nil, false, "--max-inflight 99999999: want 1 to"},
+		{[]string{"--max-inflight", "none"}, nil, true, "max-inflight"},
+		{[]string{"--max-inflight", "off", "--queue", "4"}, nil, false, "--max-inflight off"},
+		{[]string{"--max-inflight", "off", "--gate-scope", "request"}, nil, false, "--max-inflight off"},
 		{[]string{"--queue", "2000000"}, nil, false, "--queue"},
 		{[]string{"--max-wait", "1000h", "--queue", "1"}, nil, false, "--max-wait"},
 		{[]string{"--revalidate", "100000h"}, nil, false, "--revalidate"},

@@ -64,13 +64,13 @@ func TestServeBadFlagsExitTwo(t *testing.T) {
 		{"log format", []string{"--log-format", "xml"}, nil, "--log-format \"xml\""},
 		{"log level", []string{"--log-level", "loud"}, nil, "--log-level \"loud\""},
 		{"positional", []string{"extra"}, nil, "unexpected argument \"extra\""},
-		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined"},
+		{"unknown flag", []string{"--nope"}, nil, "unknown flag --nope"},
 		{"bad env twin", nil, map[string]string{"SLUICE_MAX_CONNS": "many"}, "SLUICE_MAX_CONNS"},
 		{"bad env duration", nil, map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "-5s"}, "--shutdown-timeout"},
 		{"unknown engine", []string{"--engine", "slow"}, nil, "--engine \"slow\": want fast or net"},
 		{"fast engine with h2c", []string{"--engine", "fast", "--h2c"}, nil, "--engine fast serves cleartext HTTP/1.1 only"},
 		{"fast engine from the environment with h2c", []string{"--h2c"}, map[string]string{"SLUICE_ENGINE": "fast"}, "--engine fast serves cleartext HTTP/1.1 only"},
-		{"quota companion without quota", []string{"--quota-trusted-proxies", "10.0.0.0/8"}, nil, "--quota-trusted-proxies without any --quota"},
+		{"quota companion without quota", []string{"--trusted-proxies", "10.0.0.0/8"}, nil, "--trusted-proxies without any --quota"},
 		{"quota twin without quota", nil, map[string]string{"SLUICE_QUOTA_FAIL": "closed"}, "--quota-fail without any --quota"},
 	}
 	for _, tt := range tests {
@@ -162,9 +162,9 @@ func TestServeRunsAndShutsDown(t *testing.T) {
 	logRecord(t, &out, "shut down cleanly")
 }
 
-// TestServePortInUseFails: a listener that cannot bind is a failure (1),
-// not a usage error, and says which listener.
-func TestServePortInUseFails(t *testing.T) {
+// TestServePortInUseExitsFive: a listener that cannot bind exits 5, the
+// status documented for it, and names the flag of that listener.
+func TestServePortInUseExitsFive(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out lockedBuffer
@@ -175,8 +175,8 @@ func TestServePortInUseFails(t *testing.T) {
 	}()
 	rec := logRecord(t, &out, "serving")
 	code, msg := runSubcommand(context.Background(), runServe, nil, "--addr", "127.0.0.1:0", "--admin-addr", fmt.Sprint(rec["admin_addr"]))
-	if code != exitFail || !strings.Contains(msg, "admin listener") {
-		t.Errorf("exit %d, %q; want 1 naming the admin listener", code, msg)
+	if code != exitBind || !strings.Contains(msg, "--admin-addr "+fmt.Sprint(rec["admin_addr"])+": the address is in use") {
+		t.Errorf("exit %d, %q; want 5 naming --admin-addr", code, msg)
 	}
 	cancel()
 	<-done

@@ -20,7 +20,7 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: sluice sweep [--url] URL [--concurrencies 16,24,...|--rates R1,R2,...] [flags]")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	rf := addRunFlags(fs)
 	concs := fs.String("concurrencies", defaultLadder, "closed-loop ladder of concurrencies")
@@ -32,8 +32,7 @@ func runSweep(ctx context.Context, e env, args []string) int {
 	}
 	set := setFlags(fs)
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(e.stderr, "sluice sweep: "+format+"\n", a...)
-		return exitUsage
+		return usageError(e, "sweep", fmt.Errorf(format, a...))
 	}
 	prof, _, code := rf.loadProfile(e, "sweep")
 	if code >= 0 {

@@ -61,12 +61,17 @@ func (b buildInfo) String() string {
 func runVersion(_ context.Context, e env, args []string) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: sluice version")
+		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(e.stderr, "Print the module version, the VCS revision (when the binary was built with VCS stamping on),")
+		fmt.Fprintln(e.stderr, "the build time and the Go version. It takes no flags.")
+	}
+	if err := parseFlags(fs, e, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sluice version: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return usageError(e, "version", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	fmt.Fprintln(e.stdout, readBuildInfo())
 	return exitOK

@@ -69,9 +69,9 @@ func waitActive(t *testing.T, l *lab.Lab, n int64) {
 	}
 }
 
-// TestSeedWalkthrough runs the seed's sequence over a real socket: hold,
+// TestWalkthrough runs the documented sequence over a real socket: hold,
 // refuse, release, recover, and the final state.
-func TestSeedWalkthrough(t *testing.T) {
+func TestWalkthrough(t *testing.T) {
 	l := newLab(t, lab.Config{})
 	srv := httptest.NewServer(l.Handler())
 	defer srv.Close()

@@ -1,6 +1,6 @@
 // Package metricname is the one place sluice spells its Prometheus metric
-// names. promsluice and package server export the families under these
-// names; `sluice load --metrics` and `sluice doctor` read them back. A name
+// names. promsluice, package server and package ratelimit export the
+// families under these names; `sluice load --metrics` and `sluice doctor` read them back. A name
 // changed here changes on both sides at once, so a reader can never look
 // for a family the exporter stopped writing.
 //
@@ -150,15 +150,29 @@ const (
 
 // Retry policies (promsluice.RetryMetrics); every family has a policy label.
 const (
-	RetryAttempts         = "sluice_retry_attempts_total"
-	RetryRetries          = "sluice_retry_retries_total"
-	RetryBudgetExhausted  = "sluice_retry_budget_exhausted_total"
-	RetryThrottled        = "sluice_retry_throttled_total"
-	RetryRetryAfter       = "sluice_retry_retry_after_total" // {policy,decision}
-	RetryDeadlineExpired  = "sluice_retry_deadline_expired_total"
-	RetryBreakerOpen      = "sluice_retry_breaker_open_total"
-	RetryNoRetrySignal    = "sluice_retry_no_retry_signal_total"
-	RetryOriginalRequests = "sluice_retry_originals_total" // read by doctor; see NotExported
+	RetryAttempts        = "sluice_retry_attempts_total"
+	RetryRetries         = "sluice_retry_retries_total"
+	RetryBudgetExhausted = "sluice_retry_budget_exhausted_total"
+	RetryThrottled       = "sluice_retry_throttled_total"
+	RetryRetryAfter      = "sluice_retry_retry_after_total" // {policy,decision}
+	RetryDeadlineExpired = "sluice_retry_deadline_expired_total"
+	RetryBreakerOpen     = "sluice_retry_breaker_open_total"
+	RetryNoRetrySignal   = "sluice_retry_no_retry_signal_total"
+)
+
+// The rate limit service (package ratelimit's Service.Collector).
+const (
+	RatelimitDecisions         = "sluice_ratelimit_decisions_total"          // {domain,code}
+	RatelimitDescriptors       = "sluice_ratelimit_descriptors_total"        // {domain,result}
+	RatelimitFallbackDecisions = "sluice_ratelimit_fallback_decisions_total" // {domain}
+	RatelimitStoreErrors       = "sluice_ratelimit_store_errors_total"       // {domain}
+	RatelimitMode              = "sluice_ratelimit_mode"                     // {mode}
+	RatelimitRedisSeconds      = "sluice_ratelimit_redis_seconds"            // histogram
+	RatelimitUnknownDomain     = "sluice_ratelimit_unknown_domain_total"
+	RatelimitInvalid           = "sluice_ratelimit_invalid_requests_total"
+	RatelimitReloads           = "sluice_ratelimit_config_reloads_total" // {result}
+	RatelimitLastReload        = "sluice_ratelimit_config_last_success_timestamp_seconds"
+	RatelimitRules             = "sluice_ratelimit_rules" // {domain}
 )
 
 // Connections closed by package server's send and body timeouts.
@@ -212,12 +226,22 @@ func Server() []Family {
 	return []Family{{ConnectionsClosedSendTimeout, Counter}, {ConnectionsClosedBodyTimeout, Counter}}
 }
 
+// Ratelimit returns the families package ratelimit's Service exports, in
+// a fresh slice.
+func Ratelimit() []Family {
+	c, g, h := Counter, Gauge, Histogram
+	return []Family{
+		{RatelimitDecisions, c}, {RatelimitDescriptors, c}, {RatelimitFallbackDecisions, c}, {RatelimitStoreErrors, c},
+		{RatelimitMode, g}, {RatelimitRedisSeconds, h}, {RatelimitUnknownDomain, c}, {RatelimitInvalid, c},
+		{RatelimitReloads, c}, {RatelimitLastReload, g}, {RatelimitRules, g},
+	}
+}
+
 // NotExported returns the families sluice's tools read but that no sluice
-// collector exports: the process CPU counter (client_golang's), and a retrying
-// client's count of original requests, which doctor compares with its
-// attempts when a client exports both. A fresh slice.
+// collector exports: the process CPU counter (client_golang's). A fresh
+// slice.
 func NotExported() []Family {
-	return []Family{{ProcessCPUSeconds, Counter}, {RetryOriginalRequests, Counter}}
+	return []Family{{ProcessCPUSeconds, Counter}}
 }
 
 // Families returns the listed families of the given names, kinds and all,
@@ -226,7 +250,7 @@ func NotExported() []Family {
 // the readers treat as no family at all.
 func Families(names ...string) []Family {
 	kinds := map[string]Kind{}
-	for _, list := range [][]Family{Promsluice(), Server(), NotExported()} {
+	for _, list := range [][]Family{Promsluice(), Server(), Ratelimit(), NotExported()} {
 		for _, f := range list {
 			kinds[f.Name] = f.Kind
 		}

@@ -13,7 +13,7 @@ import (
 func TestNamesFollowPrometheusConventions(t *testing.T) {
 	valid := regexp.MustCompile(`^[a-z][a-z0-9_]*[a-z0-9]$`)
 	seen := map[string]bool{}
-	lists := map[string][]Family{"Promsluice": Promsluice(), "Server": Server(), "NotExported": NotExported()}
+	lists := map[string][]Family{"Promsluice": Promsluice(), "Server": Server(), "Ratelimit": Ratelimit(), "NotExported": NotExported()}
 	for list, fams := range lists {
 		if len(fams) == 0 {
 			t.Errorf("%s lists nothing", list)

@@ -2,6 +2,7 @@ package redisconf_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"strings"
@@ -85,4 +86,55 @@ func TestNewClient(t *testing.T) {
 	testutil.Eventually(t, "go-redis's dial failure in the log at debug level", func() bool {
 		return strings.Contains(logs.String(), "level=DEBUG") && strings.Contains(logs.String(), "failed to dial")
 	})
+}
+
+// TestUniversalOptions: the universal client's settings follow the same
+// fail-fast rules, read a URL or addresses, and refuse what contradicts.
+func TestUniversalOptions(t *testing.T) {
+	if o, err := redisconf.UniversalOptions(redisconf.Universal{}, time.Second); o != nil || err != nil {
+		t.Errorf("no Redis: %+v, %v; want nil, nil", o, err)
+	}
+	o, err := redisconf.UniversalOptions(redisconf.Universal{Target: "rediss://u:p@10.0.0.1:6380/2", Password: "q"}, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Addrs) != 1 || o.Addrs[0] != "10.0.0.1:6380" || o.DB != 2 || o.Username != "u" || o.Password != "q" || o.TLSConfig == nil {
+		t.Errorf("URL: %+v; want its address, db, user, TLS, and the password given apart", o)
+	}
+	if o.MaxRetries != -1 || !o.ContextTimeoutEnabled || o.DialTimeout != redisconf.MinDialTimeout {
+		t.Errorf("retries %d, context deadlines %v, dial timeout %v: want -1, true and the %v floor",
+			o.MaxRetries, o.ContextTimeoutEnabled, o.DialTimeout, redisconf.MinDialTimeout)
+	}
+	o, err = redisconf.UniversalOptions(redisconf.Universal{Target: "10.0.0.1:26379, 10.0.0.2:26379", Master: "mymaster", Password: "s", TLS: true}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Addrs) != 2 || o.Addrs[1] != "10.0.0.2:26379" || o.MasterName != "mymaster" || o.Password != "s" ||
+		o.TLSConfig == nil || o.TLSConfig.MinVersion != tls.VersionTLS12 || o.DialTimeout != 2*time.Second {
+		t.Errorf("sentinels: %+v", o)
+	}
+	if o, err := redisconf.UniversalOptions(redisconf.Universal{Target: "10.0.0.1:7000", Cluster: true}, time.Second); err != nil || !o.IsClusterMode || o.TLSConfig != nil {
+		t.Errorf("cluster seed: %+v, %v", o, err)
+	}
+	for _, tc := range []struct {
+		u    redisconf.Universal
+		want string
+	}{
+		{redisconf.Universal{Master: "m"}, "--redis-master and --redis-cluster need --redis"},
+		{redisconf.Universal{Cluster: true}, "need --redis"},
+		{redisconf.Universal{Target: "redis://127.0.0.1:6379", Master: "m"}, "--redis is a URL"},
+		{redisconf.Universal{Target: "10.0.0.1:1", Master: "m", Cluster: true}, "exclude each other"},
+		{redisconf.Universal{Target: "redis://[::1"}, `--redis "redis://[::1"`},
+		{redisconf.Universal{Target: "10.0.0.1"}, `--redis "10.0.0.1": want host:port`},
+		{redisconf.Universal{Target: "10.0.0.1:1,10.0.0.2:x"}, `port "x"`},
+		{redisconf.Universal{Target: "a b:1"}, `bad host "a b"`},
+	} {
+		_, err := redisconf.UniversalOptions(tc.u, time.Second)
+		if !errors.Is(err, redisconf.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v; want ErrInvalid mentioning %q", tc.u, err, tc.want)
+		}
+	}
+	if _, err := redisconf.UniversalOptions(redisconf.Universal{Target: "10.0.0.1:1"}, 0); !errors.Is(err, redisconf.ErrInvalid) {
+		t.Errorf("a zero timeout: %v", err)
+	}
 }

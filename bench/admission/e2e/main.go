@@ -347,7 +347,7 @@ type instance struct {
 }
 
 // adaptiveGate is the adaptive gate as `sluice serve --limit LAW --slo SLO
-// --queue 2×slots --work-limit 20 --limit-min 1 --limit-max 200` builds
+// --queue 2×slots --max-inflight 20 --limit-min 1 --limit-max 200` builds
 // it: the limit's Config carries only what those flags set, everything
 // else is the limit package's defaults, and the queue's wait is serve's
 // default with an SLO (limit.QueueWaitFor: a quarter of it).
