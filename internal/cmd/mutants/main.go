@@ -50,6 +50,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	list := fset.Bool("list", false, "list the mutants and exit")
 	only := fset.String("run", "", "only mutants whose package/name matches this regexp")
 	timeout := fset.Duration("timeout", 3*time.Minute, "go test -timeout for each run")
-	jobs := fset.Int("j", 2, "mutants judged at once")
+	jobs := fset.Int("j", runtime.NumCPU()+1, "mutants judged at once (one more than the CPUs: a run that waits on a slow test leaves a CPU to the next build)")
 	if err := fset.Parse(args); err != nil {
 		return 2
 	}
@@ -108,6 +109,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	before, gitErr := gitStatus(ctx)
 	var killed, survived, broken int
+	// The chosen mutants of each package; every package's baseline runs
+	// first, then all mutants share one pool of *jobs runs, so a package
+	// whose last mutant waits on a slow test does not leave the other
+	// runs idle. Results are printed package by package, in file order,
+	// as soon as a package's mutants are all judged.
+	type result struct {
+		verdict, detail string
+		took            time.Duration
+	}
+	type pkgRun struct {
+		sp      spec
+		chosen  []mutant
+		results []result
+		done    sync.WaitGroup
+	}
+	var runs []*pkgRun
 	for _, sp := range specs {
 		var chosen []mutant
 		for _, m := range sp.Mutants {
@@ -128,27 +145,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "mutants: %s: tests fail WITHOUT any mutation, so no mutant can be judged:\n%s\n", sp.Package, tail(out, 30))
 			return 1
 		}
-		// Mutants are judged *jobs at a time (each in its own overlay; a run
-		// is mostly compiling and linking), and reported in file order.
-		type result struct {
-			verdict, detail string
-			took            time.Duration
+		runs = append(runs, &pkgRun{sp: sp, chosen: chosen, results: make([]result, len(chosen))})
+	}
+	sem := make(chan struct{}, max(*jobs, 1))
+	for _, pr := range runs {
+		pr.done.Add(len(pr.chosen))
+	}
+	go func() {
+		// A run is mostly compiling and linking: *jobs at a time, each in
+		// its own overlay.
+		for _, pr := range runs {
+			for i, m := range pr.chosen {
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; pr.done.Done() }()
+					start := time.Now()
+					v, d := judge(ctx, tmp, pr.sp.Package, m, *timeout)
+					pr.results[i] = result{v, d, time.Since(start)}
+				}()
+			}
 		}
-		results := make([]result, len(chosen))
-		sem := make(chan struct{}, max(*jobs, 1))
-		var wg sync.WaitGroup
-		for i, m := range chosen {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				start := time.Now()
-				v, d := judge(ctx, tmp, sp.Package, m, *timeout)
-				results[i] = result{v, d, time.Since(start)}
-			})
-		}
-		wg.Wait()
-		for i, m := range chosen {
-			r := results[i]
+	}()
+	for _, pr := range runs {
+		pr.done.Wait()
+		for i, m := range pr.chosen {
+			r := pr.results[i]
 			switch r.verdict {
 			case "killed":
 				killed++
@@ -157,7 +178,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			default:
 				broken++
 			}
-			fmt.Fprintf(stdout, "%-9s %-14s %-40s %5.1fs  %s\n", r.verdict, sp.Package, m.Name, r.took.Seconds(), r.detail)
+			fmt.Fprintf(stdout, "%-9s %-14s %-40s %5.1fs  %s\n", r.verdict, pr.sp.Package, m.Name, r.took.Seconds(), r.detail)
 		}
 	}
 	if *list {
