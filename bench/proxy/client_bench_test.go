@@ -1,9 +1,7 @@
 package proxybench
 
 import (
-	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"syscall"
@@ -13,52 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicehq/sluice/internal/upstream"
+	"github.com/sluicehq/sluice/internal/upstream/upstreamtest"
 )
-
-// cannedBackend answers every request (its body of bodyLen bytes
-// skipped) with the same small response, so the benchmark measures the
-// clients, not a server.
-func cannedBackend(b *testing.B, bodyLen int) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	resp := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Tue, 01 Dec 2026 00:00:00 GMT\r\nContent-Length: 13\r\n\r\nhello, world\n")
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				have := 0
-				for {
-					n, err := c.Read(buf[have:])
-					if err != nil {
-						return
-					}
-					have += n
-					for {
-						i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
-						if i < 0 || have < i+4+bodyLen {
-							break
-						}
-						end := i + 4 + bodyLen
-						copy(buf, buf[end:have])
-						have -= end
-						if _, err := c.Write(resp); err != nil {
-							return
-						}
-					}
-				}
-			}()
-		}
-	}()
-	b.Cleanup(func() { l.Close() })
-	return l.Addr().String()
-}
 
 // cpuTime is the process's user and system CPU time so far.
 func cpuTime() time.Duration {
@@ -89,7 +43,7 @@ func BenchmarkUpstreamClients(b *testing.B) {
 		body := strings.Repeat("b", tc.bodyLen)
 		hdr := http.Header{"Accept": {"*/*"}, "User-Agent": {"bench"}, "X-Forwarded-For": {"10.0.0.1"}, "X-Request-Id": {"abc"}}
 		netHTTP := func(b *testing.B, rt http.RoundTripper) {
-			u := "http://" + cannedBackend(b, tc.bodyLen) + "/bench/path?q=1"
+			u := "http://" + upstreamtest.Canned(b, tc.bodyLen) + "/bench/path?q=1"
 			b.ReportAllocs()
 			defer reportCPU(b, cpuTime())
 			for b.Loop() {
@@ -118,7 +72,7 @@ func BenchmarkUpstreamClients(b *testing.B) {
 			netHTTP(b, t)
 		})
 		b.Run(tc.name+"/fasthttp", func(b *testing.B) {
-			addr := cannedBackend(b, tc.bodyLen)
+			addr := upstreamtest.Canned(b, tc.bodyLen)
 			hc := &fasthttp.HostClient{Addr: addr, MaxConns: 128}
 			b.ReportAllocs()
 			defer reportCPU(b, cpuTime())
