@@ -29,7 +29,9 @@
 # goals). WORKERS sets the driver's connections (default 1024; the cliff
 # part takes WORKERS_LIST, default "2000 6000"). sluice-fast and
 # sluice-net are sluice's default (no queue) on each HTTP/1.1 engine
-# (--engine fast, --engine net). WARMUP=0 judges each cell on its only window,
+# (--engine fast, --engine net); sluice-base is sluice-fast built from
+# another commit (BASELINE names its binary: a before/after comparison in
+# the same interleaved rounds). WARMUP=0 judges each cell on its only window,
 # start included (default 1: a warm-up window first). Prints
 # one line per (proxy, load) and writes the reports to $OUT (default: a
 # temporary folder, printed).
@@ -124,6 +126,13 @@ start_proxy() {
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
 			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 15000 \
 			--max-inflight "$LIMIT" --engine "${1#sluice-}" --log-level warn &
+		;;
+	sluice-base)
+		# sluice-fast from another build (BASELINE: its sluice binary), for
+		# a before/after comparison in the same rounds.
+		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$BASELINE" proxy --upstream "http://127.0.0.1:$BPORT" \
+			--addr "127.0.0.1:$PPORT" --admin-addr "127.0.0.1:$APORT" --max-conns 15000 \
+			--max-inflight "$LIMIT" --engine fast --log-level warn &
 		;;
 	sluice-codel)
 		taskset -c "$PROXY_CPU" env GOMAXPROCS=1 "$OUT/sluice" proxy --upstream "http://127.0.0.1:$BPORT" \
@@ -373,6 +382,7 @@ present() {
 	local px
 	for px in "$@"; do
 		if peer "$px" && ! have "$px"; then echo "skip $px (not installed)" >&2; continue; fi
+		if [ "$px" = sluice-base ] && [ ! -x "${BASELINE:-}" ]; then echo "skip sluice-base (BASELINE names no binary)" >&2; continue; fi
 		echo "$px"
 	done
 }

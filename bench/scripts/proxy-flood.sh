@@ -10,9 +10,14 @@
 # probe request is refused when its arrivals bunch past the upstream
 # gate's 16 slots, or times out after 2 s; both are counted). On
 # sluice's engine (--engine fast) and on net/http (--engine net), in
-# interleaved rounds.
+# interleaved rounds. ENGINES picks what runs: fast, net, and base (the
+# fast engine of another build: BASELINE names its sluice binary, for a
+# before/after comparison in the same rounds). PIPELINE=N makes each
+# flood connection pipeline N requests at a time (a wrk script) instead
+# of sending one and waiting for its answer.
 #
 #   bench/scripts/proxy-flood.sh
+#   PIPELINE=64 BASELINE=/tmp/sluice-before ENGINES="fast base" bench/scripts/proxy-flood.sh
 #   ROUNDS=5 FLOOD_CONNS=2000 PROBE_RATE=400 bench/scripts/proxy-flood.sh
 set -euo pipefail
 source "$(dirname "$0")/static-common.sh"
@@ -20,6 +25,8 @@ DURATION=${DURATION:-6s}
 ROUNDS=${ROUNDS:-3}
 FLOOD_CONNS=${FLOOD_CONNS:-2000}
 PROBE_RATE=${PROBE_RATE:-400}
+ENGINES=${ENGINES:-"fast net"}
+PIPELINE=${PIPELINE:-1}
 BACKEND_PORT=${BACKEND_PORT:-18433}
 BACKEND_PID=
 FLOOD_PID=
@@ -40,16 +47,33 @@ need curl
 need taskset
 (cd "$REPO" && go build -o "$WORK/sluice" ./cmd/sluice)
 (cd "$REPO/bench" && go build -o "$WORK/backend" ./proxy/backend)
+case " $ENGINES " in *" base "*)
+	[ -x "${BASELINE:-}" ] || { echo "ENGINES has base: BASELINE must name a sluice binary" >&2; exit 2; } ;;
+esac
+WRK_SCRIPT=()
+if [ "$PIPELINE" -gt 1 ]; then
+	cat >"$WORK/pipeline.lua" <<LUA
+init = function(args)
+	local r = {}
+	for i = 1, $PIPELINE do r[i] = wrk.format(nil) end
+	req = table.concat(r)
+end
+request = function() return req end
+LUA
+	WRK_SCRIPT=(-s "$WORK/pipeline.lua")
+fi
 cat >"$WORK/routes.json" <<'JSON'
 {"routes": [{"name": "flood", "path": "/flood", "max_inflight": 1}]}
 JSON
 
 start_proxy() {
+	local bin=$WORK/sluice eng=$1
+	[ "$1" = base ] && bin=$BASELINE eng=fast
 	taskset -c "$WRK_CPUS" "$WORK/backend" -addr "127.0.0.1:$BACKEND_PORT" -slots 16 -hold 20ms &
 	BACKEND_PID=$!
-	GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$WORK/sluice" proxy --upstream "http://127.0.0.1:$BACKEND_PORT" \
+	GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$bin" proxy --upstream "http://127.0.0.1:$BACKEND_PORT" \
 		--addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" --max-inflight 16 --max-conns 15000 \
-		--config "$WORK/routes.json" --engine "$1" --log-level warn >"$WORK/server.log" 2>&1 &
+		--config "$WORK/routes.json" --engine "$eng" --log-level warn >"$WORK/server.log" 2>&1 &
 	SERVER_PID=$!
 	for _ in $(seq 1 100); do
 		if curl -fsS -o /dev/null "http://127.0.0.1:$PORT/probe" 2>/dev/null; then return 0; fi
@@ -64,15 +88,15 @@ start_proxy() {
 }
 
 machine_line
-echo "flood: wrk -t1 -c$FLOOD_CONNS on /flood (a route gate of one slot); probe: sluice load --rate $PROBE_RATE on /probe; $DURATION, $ROUNDS interleaved rounds"
+echo "flood: wrk -t1 -c$FLOOD_CONNS$([ "$PIPELINE" -gt 1 ] && echo ", $PIPELINE pipelined") on /flood (a route gate of one slot); probe: sluice load --rate $PROBE_RATE on /probe; $DURATION, $ROUNDS interleaved rounds"
 echo
 printf '%-6s %5s %12s %10s %10s %10s %9s %10s\n' engine round refusals/s probe_ok% probe_503% probe_err% probe_p99 cpu_us/ans
 declare -A OK P99 CPU
 for round in $(seq 1 "$ROUNDS"); do
-	for eng in fast net; do
+	for eng in $ENGINES; do
 		start_proxy "$eng"
 		before=$(server_cpu_ticks)
-		taskset -c "$WRK_CPUS" wrk -t1 -c"$FLOOD_CONNS" -d"$DURATION" --timeout 5s "http://127.0.0.1:$PORT/flood" >"$WORK/flood.txt" 2>&1 &
+		taskset -c "$WRK_CPUS" wrk -t1 -c"$FLOOD_CONNS" -d"$DURATION" --timeout 5s "${WRK_SCRIPT[@]}" "http://127.0.0.1:$PORT/flood" >"$WORK/flood.txt" 2>&1 &
 		FLOOD_PID=$!
 		sleep 1
 		taskset -c "$WRK_CPUS" "$WORK/sluice" load --url "http://127.0.0.1:$PORT/probe" --rate "$PROBE_RATE" \
@@ -105,6 +129,6 @@ PY
 	done
 done
 echo
-for eng in fast net; do
+for eng in $ENGINES; do
 	echo "$eng: probe ok% median $(median ${OK[$eng]}), probe p99 median $(median ${P99[$eng]}) ms, CPU per answer median $(median ${CPU[$eng]}) us"
 done

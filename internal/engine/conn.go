@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -111,13 +112,15 @@ func (c *conn) serve() {
 	if t := c.s.cfg.ReadHeaderTimeout; t > 0 {
 		c.setReadDeadline(c.accepted.Add(t), dlHeader)
 	}
-	pipelined := 0
+	pipelined := 0 // answers gathered in out since the last flush
+	turn := 0      // answers since the goroutine last yielded
 	for {
 		keep := c.serveOne()
 		if !keep || c.werr != nil {
 			return
 		}
 		pipelined++
+		turn++
 		if c.r == c.w || pipelined >= maxPipelined || len(c.out) > 32<<10 {
 			if !c.flush() {
 				return
@@ -133,7 +136,28 @@ func (c *conn) serve() {
 			// with Connection: close.
 			return
 		}
+		if turn >= maxTurn {
+			if !c.endTurn() {
+				return
+			}
+			turn = 0
+		}
 	}
+}
+
+// endTurn ends the connection's turn on its P after maxTurn answers:
+// what is gathered is written, and the goroutine yields, so that a
+// client that keeps its socket full (pipelining, or a flood of requests
+// that are refused at once) cannot keep the goroutines with admitted
+// work, and the poller that wakes them, waiting: its reads never block,
+// so without a yield nothing else would run on the P until the Go
+// scheduler preempted it (10 ms). It reports false after a write error.
+func (c *conn) endTurn() bool {
+	if !c.flush() {
+		return false
+	}
+	runtime.Gosched()
+	return true
 }
 
 // finish flushes what is left, closes the connection and forgets it.

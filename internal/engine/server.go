@@ -25,6 +25,11 @@ const (
 	// connection yields: one connection's pipeline cannot hold the
 	// process while other connections wait.
 	maxPipelined = 16
+	// maxTurn is how many answers one connection's goroutine gives
+	// before it yields its P (runtime.Gosched): the rest of the process
+	// (admitted work, the poller) runs at least once every maxTurn
+	// answers of a connection that never blocks on a read.
+	maxTurn = 16
 	// maxDrainBody is how much of a request body the engine reads and
 	// drops after a handler left it unread, to keep the connection (as
 	// net/http does); more closes the connection instead.
