@@ -16,8 +16,13 @@
 # worker), wrk to WRK_CPUS; CPU is utime+stime from /proc per answer wrk
 # counted. Rounds are interleaved; medians and ratios are printed.
 #
+# SYSCALLS=1 also counts the server's reads (read, recvfrom) and writes
+# (write, writev) per answer with perf's syscall tracepoints (needs perf
+# and the permission to trace the server).
+#
 #   bench/scripts/serve-refusal-cost.sh
 #   ROUNDS=5 DURATION=5s CONNS=256 bench/scripts/serve-refusal-cost.sh
+#   SYSCALLS=1 ROUNDS=1 bench/scripts/serve-refusal-cost.sh
 set -euo pipefail
 source "$(dirname "$0")/static-common.sh"
 DURATION=${DURATION:-5s}
@@ -114,13 +119,36 @@ start_hits() {
 	wait_ready
 }
 
+SYSCALLS=${SYSCALLS:-0}
+PERF_PID=
+[ "$SYSCALLS" = 1 ] && need perf
+
+# syscalls_start: count the server's reads and writes until syscalls_stop.
+syscalls_start() {
+	local pids
+	pids=$(echo $SERVER_PID $(pgrep -P "$SERVER_PID" || true) | tr ' ' ,)
+	perf stat -x, -e syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write,syscalls:sys_enter_writev \
+		-p "$pids" -o "$WORK/perf.txt" >/dev/null 2>&1 &
+	PERF_PID=$!
+	sleep 0.2
+}
+
+# syscalls_stop ANSWERS: prints reads/writes per answer ("2.00/1.00").
+syscalls_stop() {
+	kill -INT "$PERF_PID" 2>/dev/null || true
+	wait "$PERF_PID" 2>/dev/null || true
+	PERF_PID=
+	awk -F, -v n="$1" '/sys_enter_(read|recvfrom)/ {r += $1} /sys_enter_(write|writev)/ {w += $1}
+		END {printf "%.2f/%.2f", n ? r / n : 0, n ? w / n : 0}' "$WORK/perf.txt"
+}
+
 build_servers
 (cd "$REPO/bench" && go build -o "$WORK/canned" ./engine/canned)
 make_site
 machine_line
 echo "wrk -t1 -c$CONNS -d$DURATION, $ROUNDS interleaved rounds; CPU of the server process per answer (µs)"
 echo
-declare -A CPU RPS
+declare -A CPU RPS SYS
 NAMES="refuse-fast refuse-net refuse-nginx canned-fasthttp canned-net hit-fast hit-net hit-nginx"
 for round in $(seq 1 "$ROUNDS"); do
 	for name in $NAMES; do
@@ -138,7 +166,9 @@ for round in $(seq 1 "$ROUNDS"); do
 		esac
 		got=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT$path")
 		[ "$got" = "$want" ] || { echo "$name: GET $path answered $got, want $want" >&2; exit 1; }
-		read -r rps _ _ cpu < <(run_wrk "$CONNS" "$DURATION" "$path")
+		[ "$SYSCALLS" = 1 ] && syscalls_start
+		read -r rps _ total cpu < <(run_wrk "$CONNS" "$DURATION" "$path")
+		[ "$SYSCALLS" = 1 ] && SYS[$name]="${SYS[$name]:-} $(syscalls_stop "$total")"
 		RPS[$name]="${RPS[$name]:-} $rps"
 		CPU[$name]="${CPU[$name]:-} $cpu"
 		stop_slow
@@ -155,6 +185,11 @@ for name in $NAMES; do
 	esac
 	echo "| $name | $c |${CPU[$name]} | $(awk -v a="$c" -v b="$ref" 'BEGIN {printf "%.2fx", a/b}') | $(printf '%.0f' "$(median ${RPS[$name]})") |"
 done
+if [ "$SYSCALLS" = 1 ]; then
+	echo
+	echo "system calls per answer, reads/writes (perf; while CPU was measured, so tracing costs are in the CPU figures of this run), each round:"
+	for name in $NAMES; do echo "  $name:${SYS[$name]}"; done
+fi
 r=$(awk -v a="$(median ${CPU[refuse-fast]})" -v b="$(median ${CPU[refuse-nginx]})" 'BEGIN {printf "%.2f", a/b}')
 echo
 echo "refusal on the engine / nginx's 503 = $r (target <= 1.25)"

@@ -37,8 +37,8 @@
 //   - conn, the connection loop: one goroutine per connection, a 4 KiB
 //     read buffer (grown only for a large head), answers gathered in one
 //     write buffer and flushed when no pipelined request is waiting, after
-//     at most 16 answers (one connection's pipeline cannot hold the
-//     process), or at 32 KiB. Timeouts as connlimit defines them for
+//     at most 16 answers, or at 32 KiB; after every 16 answers the
+//     goroutine also yields its P (see Receive livelock). Timeouts as connlimit defines them for
 //     net/http: ReadHeaderTimeout from the accept (first request) or the
 //     first byte (later ones), IdleTimeout between requests, SendTimeout
 //     between two writes (renewed on every write; sendfile goes out in
@@ -85,6 +85,42 @@
 //     wait for the rest; answers carry Connection: close from then on),
 //     Close and SetKeepAlivesEnabled, as http.Server's, so package server
 //     drives either engine the same way.
+//
+// # Receive livelock
+//
+// When the process's own CPU is what runs out, reading and refusing new
+// requests competes with finishing admitted ones. What the loop does
+// about it:
+//
+//   - A connection yields its P (runtime.Gosched) after every 16
+//     answers. A client that keeps its socket full (a pipeline, of
+//     requests refused or not) never blocks on a read, and the Go
+//     scheduler would otherwise let it run until it preempts it (10 ms):
+//     the goroutines with admitted work, and the poller that wakes them,
+//     would wait behind its whole pipeline. With a flood of 2,000
+//     connections pipelining 64 refused requests each, this keeps about
+//     three times the admitted probe (bench/scripts/proxy-flood.sh
+//     PIPELINE=64, docs/bench/proxy.md).
+//   - After a refused request the loop reads the connection's next
+//     request at once, on purpose. The next read usually finds nothing
+//     yet (the client is still reading the refusal), fails with EAGAIN
+//     and parks the goroutine in the poller: one read more per answer
+//     than nginx, which knows from epoll that the socket is empty. Three
+//     ways to save it or to put the refused connection behind admitted
+//     work were measured against a refusal flood with an admitted probe,
+//     and each left the probe worse off: yielding before the read
+//     (runtime.Gosched) keeps the refused goroutines runnable, so the
+//     run queue never drains and the poller, which the scheduler asks
+//     only when it does (or every 10 ms from sysmon), is starved of its
+//     turn to wake admitted work; a short sleep when the process is
+//     saturated wakes the refused goroutines from the timer heap ahead of
+//     the run queue (a woken goroutine runs next); yielding after the
+//     next read did no better than not yielding. Parking in the poller
+//     puts a refused connection in the same queue as an upstream's
+//     answer, in arrival order, which is as fair as Go's scheduler
+//     allows. Saving the read needs readiness the runtime does not expose
+//     (it resets a descriptor's readiness before every read), that is an
+//     event loop of the engine's own.
 //
 // # Why not fasthttp's server
 //
