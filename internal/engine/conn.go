@@ -149,9 +149,10 @@ func (c *conn) serve() {
 // what is gathered is written, and the goroutine yields, so that a
 // client that keeps its socket full (pipelining, or a flood of requests
 // that are refused at once) cannot keep the goroutines with admitted
-// work, and the poller that wakes them, waiting: its reads never block,
+// work that are ready to run waiting behind it: its reads never block,
 // so without a yield nothing else would run on the P until the Go
-// scheduler preempted it (10 ms). It reports false after a write error.
+// scheduler preempted it (after 10 ms). It reports false after a write
+// error.
 func (c *conn) endTurn() bool {
 	if !c.flush() {
 		return false

@@ -95,12 +95,13 @@
 //   - A connection yields its P (runtime.Gosched) after every 16
 //     answers. A client that keeps its socket full (a pipeline, of
 //     requests refused or not) never blocks on a read, and the Go
-//     scheduler would otherwise let it run until it preempts it (10 ms):
-//     the goroutines with admitted work, and the poller that wakes them,
-//     would wait behind its whole pipeline. With a flood of 2,000
-//     connections pipelining 64 refused requests each, this keeps about
-//     three times the admitted probe (bench/scripts/proxy-flood.sh
-//     PIPELINE=64, docs/bench/proxy.md).
+//     scheduler would otherwise let it run until it preempts it (after
+//     10 ms): goroutines with admitted work, ready to run, would wait
+//     behind its whole pipeline. Under a flood of 2,000
+//     connections pipelining 64 refused requests each, an admitted probe
+//     beside it was answered 1.5 to 5 times as often with the turn as
+//     without (bench/scripts/proxy-flood.sh PIPELINE=64, interleaved
+//     rounds, docs/bench/proxy.md).
 //   - After a refused request the loop reads the connection's next
 //     request at once, on purpose. The next read usually finds nothing
 //     yet (the client is still reading the refusal), fails with EAGAIN
@@ -108,7 +109,7 @@
 //     than nginx, which knows from epoll that the socket is empty. Three
 //     ways to save it or to put the refused connection behind admitted
 //     work were measured against a refusal flood with an admitted probe,
-//     and each left the probe worse off: yielding before the read
+//     and none helped the probe: yielding before the read
 //     (runtime.Gosched) keeps the refused goroutines runnable, so the
 //     run queue never drains and the poller, which the scheduler asks
 //     only when it does (or every 10 ms from sysmon), is starved of its

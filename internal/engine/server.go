@@ -21,14 +21,12 @@ const (
 	// it grows to MaxHeaderBytes only for a head that needs it.
 	initialReadBuffer = 4 << 10
 	// maxPipelined is how many requests one connection may have answered
-	// from bytes already read before its answers are written and the
-	// connection yields: one connection's pipeline cannot hold the
-	// process while other connections wait.
+	// from bytes already read before its answers are written.
 	maxPipelined = 16
 	// maxTurn is how many answers one connection's goroutine gives
-	// before it yields its P (runtime.Gosched): the rest of the process
-	// (admitted work, the poller) runs at least once every maxTurn
-	// answers of a connection that never blocks on a read.
+	// before it yields its P (runtime.Gosched): one connection whose
+	// reads never block cannot hold the process while other goroutines
+	// (admitted work) are ready to run.
 	maxTurn = 16
 	// maxDrainBody is how much of a request body the engine reads and
 	// drops after a handler left it unread, to keep the connection (as
