@@ -133,12 +133,16 @@ syscalls_start() {
 	sleep 0.2
 }
 
-# syscalls_stop ANSWERS: prints reads/writes per answer ("2.00/1.00").
+# syscalls_stop: stops the count (in this shell: perf is its child).
 syscalls_stop() {
 	kill -INT "$PERF_PID" 2>/dev/null || true
 	wait "$PERF_PID" 2>/dev/null || true
 	PERF_PID=
-	awk -F, -v n="$1" '/sys_enter_(read|recvfrom)/ {r += $1} /sys_enter_(write|writev)/ {w += $1}
+}
+
+# syscalls_per_answer ANSWERS: reads/writes per answer ("2.00/1.00").
+syscalls_per_answer() {
+	awk -F, -v n="$1" '/sys_enter_(read|recvfrom),/ {r += $1} /sys_enter_(write|writev),/ {w += $1}
 		END {printf "%.2f/%.2f", n ? r / n : 0, n ? w / n : 0}' "$WORK/perf.txt"
 }
 
@@ -168,7 +172,10 @@ for round in $(seq 1 "$ROUNDS"); do
 		[ "$got" = "$want" ] || { echo "$name: GET $path answered $got, want $want" >&2; exit 1; }
 		[ "$SYSCALLS" = 1 ] && syscalls_start
 		read -r rps _ total cpu < <(run_wrk "$CONNS" "$DURATION" "$path")
-		[ "$SYSCALLS" = 1 ] && SYS[$name]="${SYS[$name]:-} $(syscalls_stop "$total")"
+		if [ "$SYSCALLS" = 1 ]; then
+			syscalls_stop
+			SYS[$name]="${SYS[$name]:-} $(syscalls_per_answer "$total")"
+		fi
 		RPS[$name]="${RPS[$name]:-} $rps"
 		CPU[$name]="${CPU[$name]:-} $cpu"
 		stop_slow
