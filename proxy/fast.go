@@ -48,6 +48,11 @@ type fastPath struct {
 	// table is the route table the kept refusals were rendered for: a
 	// Reload may change a quota's RateLimit-Policy.
 	table atomic.Pointer[[]*route]
+	// nativeCalls counts the requests forwarded natively (native.go);
+	// noNative sends every admitted request through the bridge (tests
+	// and benchmarks compare the two).
+	nativeCalls atomic.Uint64
+	noNative    bool
 }
 
 // ServeFast decides r (see FastPath).
@@ -116,6 +121,10 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 			return true
 		}
 		f.refusals.Write(w, err)
+		return true
+	}
+	if f.native(r) {
+		f.forwardNative(w, r, adm, qa, rt)
 		return true
 	}
 	w.ServeWith(&admittedHandler{p: p, rt: rt, adm: adm, qa: qa})
