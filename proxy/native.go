@@ -46,11 +46,11 @@ const clientWatchDelay = 10 * time.Millisecond
 // rest goes to the bridge: a request with a body or an expectation
 // (bodies are framed and watched by the bridge's reader), HTTP/1.0 (its
 // keep-alive rules), a stale store (its capture needs the inbound
-// *http.Request), a Transport or a SendTimeout from the library's user,
-// and an upstream URL with a path or a query to join.
+// *http.Request), a Transport from the library's user, and an upstream
+// URL with a path or a query to join.
 func (f *fastPath) native(r *engine.Request) bool {
 	p := f.p
-	if f.noNative || p.stale != nil || p.cfg.Transport != nil || p.cfg.SendTimeout > 0 {
+	if f.noNative || p.stale != nil || p.cfg.Transport != nil {
 		return false
 	}
 	if r.HasBody() || r.ProtoMinor() != 1 || r.Has("Expect") || r.Has("Content-Length") || r.Has("Transfer-Encoding") {
@@ -77,7 +77,6 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 
 	w.WatchClient(clientWatchDelay, cancel)
 	resp, err := p.rp.Transport.RoundTrip(out)
-	gone := w.Unwatch() // r's views end here
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		// Nothing asked for an upgrade (ReverseProxy's modifyResponse
 		// refuses it the same way).
@@ -87,7 +86,8 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	if err != nil {
 		st := w.Stream(nil)
 		setQuotaHeaders(st, qa)
-		p.upstreamError(st, out, err)
+		p.upstreamError(sendDeadlineWriter(st, p.cfg.SendTimeout), out, err)
+		w.Unwatch()
 		w.End()
 		adm.Release(nativeOutcome(ctx, st.Status(), false))
 		return
@@ -115,16 +115,27 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	st := w.Stream(h)
-	st.WriteHeader(resp.StatusCode)
-	ok := p.copyAnswer(st, resp, flushEach(resp))
+	dst := sendDeadlineWriter(st, p.cfg.SendTimeout)
+	dst.WriteHeader(resp.StatusCode)
+	flush := flushEach(resp)
+	if flush {
+		// The head goes out at once, before a body that may be slow to
+		// come (ReverseProxy's first flush).
+		flushWriter(dst)
+	}
+	ok := p.copyAnswer(dst, st, resp, flush)
 	resp.Body.Close() // the instance's health is recorded here
 	if !ok {
+		if st.Failed() {
+			cancel() // the client is gone: nobody reads the rest
+		}
+		w.Unwatch()
 		w.Abort()
-		adm.Release(nativeOutcome(ctx, resp.StatusCode, !st.Failed() && !gone))
+		adm.Release(nativeOutcome(ctx, resp.StatusCode, c.upstreamFailed.Load()))
 		return
 	}
 	if len(resp.Trailer) > 0 {
-		st.Flush()
+		flushWriter(dst)
 		if len(resp.Trailer) == announced {
 			for k, vv := range resp.Trailer {
 				h[k] = append(h[k], vv...)
@@ -136,6 +147,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 			}
 		}
 	}
+	w.Unwatch()
 	w.End()
 	if st.Failed() {
 		cancel() // the client is gone: nobody read the answer
@@ -167,19 +179,28 @@ func flushEach(resp *http.Response) bool {
 	return base == "text/event-stream"
 }
 
-// copyAnswer streams the answer's body to st. It reports false when the
+// flushWriter flushes w (the Stream, or the send deadline's writer
+// around it).
+func flushWriter(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// copyAnswer streams the answer's body to dst (st, or the send
+// deadline's writer around it). It reports false when the
 // copy failed, on either side: the answer cannot be completed.
-func (p *Proxy) copyAnswer(st *engine.Stream, resp *http.Response, flush bool) bool {
+func (p *Proxy) copyAnswer(dst http.ResponseWriter, st *engine.Stream, resp *http.Response, flush bool) bool {
 	buf := p.rp.BufferPool.Get()
 	defer p.rp.BufferPool.Put(buf)
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			if _, werr := st.Write(buf[:n]); werr != nil {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return false
 			}
 			if flush {
-				st.Flush()
+				flushWriter(dst)
 				if st.Failed() {
 					return false
 				}

@@ -16,7 +16,8 @@ import (
 // close; trailers from the Trailer field or http.TrailerPrefix names),
 // so an answer written through it is the answer the same handler code
 // would have written through the bridge. It is an http.ResponseWriter
-// and an http.Flusher; Hijack, deadlines and ReadFrom are not offered.
+// and an http.Flusher with a write deadline (http.ResponseController);
+// Hijack and ReadFrom are not offered.
 type Stream struct {
 	rw respWriter
 }
@@ -35,6 +36,11 @@ func (s *Stream) Write(p []byte) (int, error) { return s.rw.Write(p) }
 
 // Flush sends the head and what is buffered.
 func (s *Stream) Flush() { _ = s.rw.FlushError() }
+
+// SetWriteDeadline sets the connection's write deadline for the rest of
+// this answer, in place of the send timeout's renewals (for
+// http.ResponseController); End clears it. A zero t means none.
+func (s *Stream) SetWriteDeadline(t time.Time) error { return s.rw.SetWriteDeadline(t) }
 
 // Status is the status written so far (0 before WriteHeader or Write).
 func (s *Stream) Status() int { return s.rw.status }
@@ -70,6 +76,19 @@ func (w *Response) End() {
 	rw := &w.st.rw
 	rw.finish()
 	w.keep = w.keep && rw.reusable() && !w.c.peerDone
+	w.endDeadline()
+}
+
+// endDeadline ends a write deadline the streamed answer set, as the
+// bridge ends a handler's: the answer's tail is written under it first.
+func (w *Response) endDeadline() {
+	c := w.c
+	if !c.handlerWriteDL {
+		return
+	}
+	c.flush()
+	c.handlerWriteDL, c.writeDL = false, time.Time{}
+	_ = c.rwc.SetWriteDeadline(time.Time{})
 }
 
 // Abort ends the streamed answer midway, as the bridge ends one whose
@@ -83,6 +102,9 @@ func (w *Response) Abort() {
 		c.werr = errAborted
 	}
 	w.keep = false
+	if c.handlerWriteDL {
+		c.handlerWriteDL, c.writeDL = false, time.Time{}
+	}
 }
 
 // errAborted marks a connection whose streamed answer was aborted.
