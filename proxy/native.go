@@ -53,7 +53,7 @@ func (f *fastPath) native(r *engine.Request) bool {
 	if f.noNative || p.stale != nil || p.cfg.Transport != nil {
 		return false
 	}
-	if r.HasBody() || r.ProtoMinor() != 1 || r.Has("Expect") || r.Has("Content-Length") || r.Has("Transfer-Encoding") {
+	if r.HasBody() || r.ProtoMinor() != 1 || r.Has("Expect") || r.Has("Transfer-Encoding") {
 		return false
 	}
 	b := p.pool.base()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -22,7 +23,7 @@ import (
 // forwarded natively or (native false) through the net/http bridge, and
 // returns the base URL and the fast path (whose counter says which path
 // the requests took).
-func nativeFront(t *testing.T, p *Proxy, native bool) (string, *fastPath) {
+func nativeFront(t testing.TB, p *Proxy, native bool) (string, *fastPath) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -476,6 +477,9 @@ func TestNativeClientLeavingWhileUpstreamIsSlow(t *testing.T) {
 	up := backend(t, b.ServeHTTP)
 	p := mustNew(t, Config{Upstreams: []*url.URL{up}, MaxInflight: 1})
 	base, f := nativeFront(t, p, true)
+	var once sync.Once
+	release := func() { once.Do(func() { close(b.release) }) }
+	t.Cleanup(release) // a failed test must not leave the upstream waiting
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &http.Client{Transport: &http.Transport{}}
 	done := make(chan error, 1)
@@ -490,16 +494,56 @@ func TestNativeClientLeavingWhileUpstreamIsSlow(t *testing.T) {
 	b.next(t)
 	cancel()
 	<-done
-	waitIdle(t, p, 5*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
+	waitIdle(t, p, 2*time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for b.canceled.Load() != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the upstream call was not canceled when the client left")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(b.release)
+	release()
 	if f.nativeCalls.Load() != 1 {
 		t.Errorf("%d requests forwarded natively, want 1", f.nativeCalls.Load())
+	}
+}
+
+// TestNativeForwardedChain: forwarded natively, a trusted proxy's chain
+// is kept and this hop appended, and any other peer's claimed chain is
+// replaced by its own address.
+func TestNativeForwardedChain(t *testing.T) {
+	if testEngine != "fast" {
+		t.Skip("the native path is the fast engine's")
+	}
+	for _, tc := range []struct {
+		name                    string
+		trusted                 []netip.Prefix
+		xff, fwd, xfHost, proto string
+	}{
+		{"trusted", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, "203.0.113.9, 127.0.0.1", `for=203.0.113.9, for="127.0.0.1:`, "shop.example", "https"},
+		{"untrusted", nil, "127.0.0.1", `for="127.0.0.1:`, "front", "http"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &scriptedUpstream{}
+			u := up.start(t, map[string]string{"/": "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"})
+			p := mustNew(t, Config{Upstreams: []*url.URL{u}, TrustedProxies: tc.trusted})
+			base, f := nativeFront(t, p, true)
+			got := exchange(t, base, "GET / HTTP/1.1\r\nHost: front\r\nx-forwarded-for: 203.0.113.9\r\nForwarded: for=203.0.113.9\r\n"+
+				"X-Forwarded-Host: shop.example\r\nX-Forwarded-Proto: https\r\n\r\n", 1)
+			seen := up.since(0)
+			if len(seen) != 1 || !strings.HasPrefix(got[0], "HTTP/1.1 200") || f.nativeCalls.Load() != 1 {
+				t.Fatalf("answer %q, upstream saw %+v, %d native", got, seen, f.nativeCalls.Load())
+			}
+			h := seen[0].Header
+			if xff := h.Values("X-Forwarded-For"); len(xff) != 1 || xff[0] != tc.xff {
+				t.Errorf("X-Forwarded-For %q, want %q", xff, tc.xff)
+			}
+			if fwd := h.Values("Forwarded"); len(fwd) != 1 || !strings.HasPrefix(fwd[0], tc.fwd) {
+				t.Errorf("Forwarded %q, want it to start %q", fwd, tc.fwd)
+			}
+			if h.Get("X-Forwarded-Host") != tc.xfHost || h.Get("X-Forwarded-Proto") != tc.proto {
+				t.Errorf("X-Forwarded-Host %q, -Proto %q; want %q, %q", h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto"), tc.xfHost, tc.proto)
+			}
+		})
 	}
 }
