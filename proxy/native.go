@@ -175,8 +175,13 @@ func flushEach(resp *http.Response) bool {
 	if resp.ContentLength == -1 {
 		return true
 	}
-	base, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return base == "text/event-stream"
+	const sse = "text/event-stream"
+	ct := resp.Header.Get("Content-Type")
+	if len(ct) < len(sse) || !strings.EqualFold(strings.TrimSpace(ct)[:min(len(sse), len(strings.TrimSpace(ct)))], sse) {
+		return false // not worth parsing (ParseMediaType allocates)
+	}
+	base, _, _ := mime.ParseMediaType(ct)
+	return base == sse
 }
 
 // flushWriter flushes w (the Stream, or the send deadline's writer

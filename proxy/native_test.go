@@ -93,65 +93,35 @@ func nativeAnswers() map[string]string {
 // start serves answers on a new listener and returns its URL.
 func (u *scriptedUpstream) start(t *testing.T, answers map[string]string) *url.URL {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
+	return rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for n := 0; ; n++ {
+			v, err := readUpstreamRequest(br)
 			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					u.add(upstreamView{Err: err.Error()})
+				}
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for n := 0; ; n++ {
-					v, err := readUpstreamRequest(br)
-					if err != nil {
-						if !errors.Is(err, io.EOF) {
-							u.add(upstreamView{Err: err.Error()})
-						}
-						return
-					}
-					u.add(v)
-					path, _, _ := strings.Cut(v.RequestURI, "?")
-					if u.onRequest != nil && !u.onRequest(path, n) {
-						return
-					}
-					a, ok := answers[path]
-					if !ok {
-						a = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
-					}
-					if v.Method == http.MethodHead {
-						a, _, _ = strings.Cut(a, "\r\n\r\n")
-						a += "\r\n\r\n"
-					}
-					if _, err := io.WriteString(c, a); err != nil || path == "/close" || path == "/upgrade" {
-						return
-					}
-				}
-			})
+			u.add(v)
+			path, _, _ := strings.Cut(v.RequestURI, "?")
+			if u.onRequest != nil && !u.onRequest(path, n) {
+				return
+			}
+			a, ok := answers[path]
+			if !ok {
+				a = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+			}
+			if v.Method == http.MethodHead {
+				a, _, _ = strings.Cut(a, "\r\n\r\n")
+				a += "\r\n\r\n"
+			}
+			if _, err := io.WriteString(c, a); err != nil || path == "/close" || path == "/upgrade" {
+				return
+			}
 		}
 	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
 }
 
 // answerView renders what a client reads of one answer: the status
@@ -385,48 +355,31 @@ func TestNativeAnswerCutShort(t *testing.T) {
 		t.Skip("the native path is the fast engine's")
 	}
 	release := make(chan struct{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
 	upstreamGone := make(chan string, 4)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				v, err := readUpstreamRequest(bufio.NewReader(c))
-				if err != nil {
+	u := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		v, err := readUpstreamRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		switch v.RequestURI {
+		case "/stall":
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
+			<-release
+		case "/stream":
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+			chunk := fmt.Sprintf("%x\r\n%s\r\n", 32<<10, strings.Repeat("x", 32<<10))
+			for {
+				_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.WriteString(c, chunk); err != nil {
+					upstreamGone <- v.RequestURI
 					return
 				}
-				switch v.RequestURI {
-				case "/stall":
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
-					<-release
-				case "/stream":
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-					chunk := fmt.Sprintf("%x\r\n%s\r\n", 32<<10, strings.Repeat("x", 32<<10))
-					for {
-						_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-						if _, err := io.WriteString(c, chunk); err != nil {
-							upstreamGone <- v.RequestURI
-							return
-						}
-					}
-				}
-			})
+			}
 		}
 	})
-	t.Cleanup(func() {
-		close(release)
-		ln.Close()
-		wg.Wait()
-	})
-	p := mustNew(t, Config{Upstreams: []*url.URL{{Scheme: "http", Host: ln.Addr().String()}}, UpstreamIdleTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { close(release) })
+	p := mustNew(t, Config{Upstreams: []*url.URL{u}, UpstreamIdleTimeout: 100 * time.Millisecond})
 	base, f := nativeFront(t, p, true)
 
 	// The body stalls: the connection ends before the answer is whole
