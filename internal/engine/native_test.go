@@ -41,8 +41,14 @@ func TestStreamWritesWhatTheBridgeWrites(t *testing.T) {
 			w.Header().Set("Content-Length", "3")
 			_, _ = w.Write([]byte("abc"))
 		},
-		"/204":  func(w http.ResponseWriter) { w.Header().Set("Content-Length", "0"); w.WriteHeader(http.StatusNoContent) },
-		"/304":  func(w http.ResponseWriter) { w.Header().Set("Content-Type", "text/plain"); w.WriteHeader(http.StatusNotModified) },
+		"/204": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusNoContent)
+		},
+		"/304": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotModified)
+		},
 		"/date": func(w http.ResponseWriter) { w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT") },
 	}
 	run := func(stream bool) string {
