@@ -228,16 +228,6 @@ var hopByHop = [...]string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// isHopByHop reports whether the canonical name k is a hop-by-hop field.
-func isHopByHop(k string) bool {
-	for _, h := range hopByHop {
-		if k == h {
-			return true
-		}
-	}
-	return false
-}
-
 // removeHopByHop drops an answer's hop-by-hop fields and those its
 // Connection field names.
 func removeHopByHop(h http.Header) {
