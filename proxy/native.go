@@ -76,6 +76,15 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	out := tmpl.WithContext(c)
 
 	w.WatchClient(clientWatchDelay, cancel)
+	released := false
+	defer func() {
+		if !released {
+			// A panic is unwinding (the engine logs it and closes the
+			// connection): the slots end with it, as under the holder.
+			w.Unwatch()
+			adm.Release(admit.OutcomePanic)
+		}
+	}()
 	resp, err := p.rp.Transport.RoundTrip(out)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		// Nothing asked for an upgrade (ReverseProxy's modifyResponse
@@ -89,6 +98,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 		p.upstreamError(sendDeadlineWriter(st, p.cfg.SendTimeout), out, err)
 		w.Unwatch()
 		w.End()
+		released = true
 		adm.Release(nativeOutcome(ctx, st.Status(), false))
 		return
 	}
@@ -131,6 +141,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 		}
 		w.Unwatch()
 		w.Abort()
+		released = true
 		adm.Release(nativeOutcome(ctx, resp.StatusCode, c.upstreamFailed.Load()))
 		return
 	}
@@ -152,6 +163,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	if st.Failed() {
 		cancel() // the client is gone: nobody read the answer
 	}
+	released = true
 	adm.Release(nativeOutcome(ctx, resp.StatusCode, false))
 }
 
