@@ -154,13 +154,27 @@
 // proxy's decisions on the parsed request head, before any *http.Request
 // exists, with the rules ServeHTTP uses (matchParts, the route's
 // RequestKey and QuotaRule, the gates tried without waiting): a refusal
-// is written from bytes rendered once, and an admitted request crosses
-// the engine's net/http bridge to the same forwarding, its slots handed
-// over (httpgate.ServeAdmitted). What needs a request's context or could
+// is written from bytes rendered once. An admitted request without a
+// body (HTTP/1.1, no expectation) is forwarded natively (native.go):
+// the outbound *http.Request is built from the parsed head (the
+// hop-by-hop fields dropped as ReverseProxy drops them, the forwarding
+// headers by writeForwarded, which the bridged path's rewrite calls
+// too, over the small inbound interface), sent through the same retry
+// transport and pool, and the answer streamed back through the engine's
+// Stream, whose head rules are the bridge's own code; a failed call is
+// answered by upstreamError, as on the bridge. The client is watched
+// for leaving only once the call has taken 10 ms (a read and a
+// goroutine per request otherwise). Other admitted requests (a body, an
+// expectation, HTTP/1.0, a stale store, a custom Transport, an upstream
+// URL with a path) cross the engine's net/http bridge to the
+// ReverseProxy forwarding, their slots handed over
+// (httpgate.ServeAdmitted). What needs a request's context or could
 // wait (a queued gate, a Request-Timeout, an upgrade, a refusal a stale
 // copy may answer) is handed to ServeHTTP whole, so both front ends have
-// one behaviour; the proxy's tests run on both, and a matrix of raw
-// requests is diffed for what the upstream receives through each.
+// one behaviour; the proxy's tests run on both, a matrix of raw
+// requests is diffed for what the upstream receives through each, and
+// the native path's answers and upstream requests are diffed against
+// the bridge's and net/http's.
 //
 // # Design
 //

@@ -21,11 +21,15 @@ import (
 //   - a refusal is written from bytes rendered once per gate, reason and
 //     Retry-After (httpgate.AppendRefusal: the answer WriteRefusal
 //     writes; a quota's carries its RateLimit headers);
-//   - an admitted request goes through the engine's net/http bridge to
-//     the forwarding ServeHTTP would do (ReverseProxy, retries, breaker,
-//     balancing, the call's deadlines, trailers, stale copies), its slots
-//     handed to the request's holder (httpgate.ServeAdmitted), which
-//     releases them with the answer's outcome;
+//   - an admitted request without a body is forwarded natively (see
+//     native.go): no *http.Request for it, no ReverseProxy, no
+//     background read, the same retry transport, pool and answer rules;
+//     its slots are released with the answer's outcome;
+//   - another admitted request goes through the engine's net/http bridge
+//     to the forwarding ServeHTTP would do (ReverseProxy, retries,
+//     breaker, balancing, the call's deadlines, trailers, stale copies),
+//     its slots handed to the request's holder (httpgate.ServeAdmitted),
+//     which releases them with the answer's outcome;
 //   - a request the fast path does not decide goes to ServeHTTP whole:
 //     an upgrade, a Request-Timeout (whose deadline must bound a queued
 //     wait), a gate with a queue (a request may wait in it, which needs
@@ -48,6 +52,11 @@ type fastPath struct {
 	// table is the route table the kept refusals were rendered for: a
 	// Reload may change a quota's RateLimit-Policy.
 	table atomic.Pointer[[]*route]
+	// nativeCalls counts the requests forwarded natively (native.go);
+	// noNative sends every admitted request through the bridge (tests
+	// and benchmarks compare the two).
+	nativeCalls atomic.Uint64
+	noNative    bool
 }
 
 // ServeFast decides r (see FastPath).
@@ -116,6 +125,10 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 			return true
 		}
 		f.refusals.Write(w, err)
+		return true
+	}
+	if f.native(r) {
+		f.forwardNative(w, r, adm, qa, rt)
 		return true
 	}
 	w.ServeWith(&admittedHandler{p: p, rt: rt, adm: adm, qa: qa})

@@ -21,6 +21,30 @@ const (
 // setForwarded writes the client address chain on the outbound request.
 // httputil.ReverseProxy has removed the inbound forwarding headers from
 // pr.Out before Rewrite runs; they are read from pr.In.
+func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
+	p.writeForwarded(httpInbound{pr.In}, pr.In.Host, pr.Out.Header)
+}
+
+// inbound is what the forwarding rules read of an inbound request: the
+// bridge's *http.Request and the engine's parsed head both provide it,
+// so that both front ends forward by the same rules (writeForwarded).
+type inbound interface {
+	remoteAddr() string // "ip:port"
+	secure() bool       // it came over TLS
+	// values is every value of a field (name canonical), nil when absent.
+	values(name string) []string
+}
+
+// httpInbound is an *http.Request as an inbound.
+type httpInbound struct{ r *http.Request }
+
+func (h httpInbound) remoteAddr() string          { return h.r.RemoteAddr }
+func (h httpInbound) secure() bool                { return h.r.TLS != nil }
+func (h httpInbound) values(name string) []string { return h.r.Header[name] }
+
+// writeForwarded writes the forwarding headers of in, whose host (as
+// net/http reads it) is inHost, on out, from which the inbound ones
+// have been removed.
 //
 // A peer in Config.TrustedProxies is a proxy in front of this one, so its
 // chain is kept and the peer appended: X-Forwarded-For gets ", <peer>",
@@ -28,22 +52,21 @@ const (
 // X-Forwarded-Proto (what the first proxy saw) pass unchanged. Any other
 // peer is the client itself: whatever chain it sent is a claim nobody
 // vouches for, so it is replaced by the peer's address alone.
-func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
-	in, out := pr.In, pr.Out.Header
-	peer, port, known := peerAddr(in.RemoteAddr)
+func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header) {
+	peer, port, known := peerAddr(in.remoteAddr())
 	trusted := known && p.trusted(peer)
 	proto := "http"
-	if in.TLS != nil {
+	if in.secure() {
 		proto = "https"
 	}
-	host, xproto := in.Host, proto
+	host, xproto := inHost, proto
 	var priorXFF, priorFwd string
 	if trusted {
-		priorXFF, priorFwd = joined(in.Header, headerXFF), joined(in.Header, headerForwarded)
-		if h := first(in.Header, headerXFHost); h != "" {
+		priorXFF, priorFwd = joined(in.values(headerXFF)), joined(in.values(headerForwarded))
+		if h := first(in.values(headerXFHost)); h != "" {
 			host = h
 		}
-		if x := first(in.Header, headerXFProto); x != "" {
+		if x := first(in.values(headerXFProto)); x != "" {
 			xproto = x
 		}
 	}
@@ -51,14 +74,14 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	// share one array: a forwarded request pays two allocations here, not
 	// one per piece. The names are canonical constants, so the map is
 	// written directly, without Header.Set's canonicalisation.
-	buf := make([]byte, 0, len(priorXFF)+len(priorFwd)+2*len(in.Host)+96)
+	buf := make([]byte, 0, len(priorXFF)+len(priorFwd)+2*len(inHost)+96)
 	buf = appendPrior(buf, priorXFF)
 	if known {
 		buf = peer.AppendTo(buf)
 	}
 	xffEnd := len(buf)
 	buf = appendPrior(buf, priorFwd)
-	buf = appendForwardedElement(buf, peer, port, known, in.Host, proto)
+	buf = appendForwardedElement(buf, peer, port, known, inHost, proto)
 	chains := string(buf)
 	vals := []string{chains[:xffEnd], host, xproto, chains[xffEnd:]}
 	if xffEnd > 0 {
@@ -80,9 +103,9 @@ func appendPrior(b []byte, prior string) []byte {
 	return append(append(b, prior...), ", "...)
 }
 
-// first is a header's first value, "" when absent; name is canonical.
-func first(h http.Header, name string) string {
-	if vs := h[name]; len(vs) > 0 {
+// first is a field's first value, "" when absent.
+func first(vs []string) string {
+	if len(vs) > 0 {
 		return vs[0]
 	}
 	return ""
@@ -111,10 +134,9 @@ func peerAddr(remote string) (netip.Addr, uint16, bool) {
 	return netip.Addr{}, 0, false
 }
 
-// joined is every value of a header, joined as one comma-separated list
+// joined is every value of a field, joined as one comma-separated list
 // (RFC 9110 section 5.3), or "".
-func joined(h http.Header, name string) string {
-	vs := h[name] // name is canonical
+func joined(vs []string) string {
 	switch len(vs) {
 	case 0:
 		return ""

@@ -553,7 +553,14 @@ func (w *respWriter) reusable() bool {
 // Content-Type sniff and, when the handler is done, the Content-Length.
 func (w *respWriter) commit(p []byte) {
 	w.committed = true
-	c, req, hdr := w.c, w.req, w.header
+	c, hdr := w.c, w.header
+	// The request's version and Connection: close, as the handler's
+	// *http.Request says (a natively written answer has none: the
+	// parsed head's).
+	minor, reqClose := c.h.minor, c.h.close
+	if w.req != nil {
+		minor, reqClose = w.req.ProtoMinor, w.req.Close
+	}
 	keepAlives := c.s.keepAlives()
 	var excl excluded
 	exclude := &excl
@@ -567,7 +574,7 @@ func (w *respWriter) commit(p []byte) {
 		extra = append(extra, "Content-Length: "+strconv.Itoa(len(p)))
 	}
 	hasCL := w.cl != -1
-	wants10KeepAlive := req.ProtoMinor == 0 && c.h.keepAlive && !c.h.close
+	wants10KeepAlive := minor == 0 && c.h.keepAlive && !c.h.close
 	if wants10KeepAlive && keepAlives && len(hdr["Content-Length"]) > 0 && hdr.Get("Connection") == "keep-alive" {
 		w.closeAfter = false
 	}
@@ -576,7 +583,7 @@ func (w *respWriter) commit(p []byte) {
 		if _, set := hdr["Connection"]; !set && !w.closeAfter {
 			extra = append(extra, "Connection: keep-alive")
 		}
-	} else if req.ProtoMinor == 0 || req.Close {
+	} else if minor == 0 || reqClose {
 		w.closeAfter = true
 	}
 	if hdr.Get("Connection") == "close" || !keepAlives {
@@ -609,7 +616,7 @@ func (w *respWriter) commit(p []byte) {
 		exclude.add("Transfer-Encoding")
 	case hasCL:
 		exclude.add("Transfer-Encoding")
-	case req.ProtoMinor >= 1:
+	case minor >= 1:
 		if te == "identity" {
 			w.closeAfter = true
 			exclude.add("Transfer-Encoding")
@@ -636,7 +643,7 @@ func (w *respWriter) commit(p []byte) {
 	}
 	if w.closeAfter && (!keepAlives || !hasToken(hdr.Get("Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
 		exclude.add("Connection")
-		if req.ProtoMinor >= 1 {
+		if minor >= 1 {
 			extra = append(extra, "Connection: close")
 		}
 	}

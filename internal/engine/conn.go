@@ -55,6 +55,7 @@ type conn struct {
 
 	cancelReq context.CancelFunc // cancels the bridged request in progress; nil between requests
 	bg        *bgRead
+	watch     *clientWatch // a natively answered request's delayed watch (native.go), made once
 }
 
 // Kinds of read deadline.

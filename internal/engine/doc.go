@@ -60,6 +60,15 @@
 //     connection, valid for the call. Refusals renders a gate's refusal
 //     once per gate, reason and Retry-After with httpgate.AppendRefusal
 //     (the bytes WriteRefusal writes) and keeps it.
+//   - Stream, the native answer (native.go): a FastHandler that forwards
+//     a request itself (the proxy) streams the answer through
+//     Response.Stream, an http.ResponseWriter without an *http.Request
+//     whose head rules are the bridge's respWriter itself, with End and
+//     Abort (a cut answer closes the connection, as a handler's
+//     ErrAbortHandler does). Response.WatchClient starts the bridge's
+//     background read only after a delay, from one timer per connection,
+//     so an answer that comes quickly costs no read and no goroutine;
+//     Unwatch ends it. Request.Fields and Field list the parsed fields.
 //   - the net/http bridge (serveHandler): an *http.Request as net/http
 //     would build it (Host and Transfer-Encoding moved out of Header, the
 //     URL from url.ParseRequestURI), a body reader (Content-Length or
@@ -143,23 +152,14 @@
 // 42.9 µs for net/http's canned 503. The upstream client for the proxy
 // is a separate choice (fasthttp's HostClient remains the candidate).
 //
-// # The proxy on the engine (next step)
+// # The proxy on the engine
 //
-// The proxy moves onto the engine the way serve did: its engine-neutral
-// decisions become a core that both front ends call, and the engine only
-// parses, asks the core, and writes. What becomes engine-neutral in
-// package proxy: the route match (host and path prefix to a route), the
-// quota key (a function of the peer address and a header getter, not of
-// *http.Request: httpgate.KeyFunc takes *http.Request today, so the
-// quota's key needs a second, header-set form), the choice of gate (route,
-// class from the priority header) and the decision itself (admit, queue,
-// refuse with a pre-rendered refusal), and the stale-copy lookup. What the
-// upstream client must do: a keep-alive pool per upstream with a bound,
-// connect/header/idle deadlines, retries by package retry's policy
-// (idempotent methods, budget, Retry-After), the breaker around each
-// upstream, streaming of request and response bodies in both directions
-// with the engine's send and body timeouts, trailers both ways, and
-// upgrades (WebSocket): the engine needs Hijack for those, and tunnels
-// keep their own gate. The engine also needs request bodies on the fast
-// path (a proxied POST), which the bridge's body reader already frames.
+// The proxy takes its decisions on the engine's parsed head (route,
+// quota, gates, the pre-rendered refusal) and forwards an admitted
+// request without a body natively, through Stream; what it does not
+// forward natively (bodies, HTTP/1.0, upgrades, stale copies) crosses
+// the bridge. What remains for the proxy on the engine: request bodies
+// natively (the bridge's body reader already frames them), and an
+// upstream client that takes the parsed head as it is rather than an
+// *http.Request.
 package engine

@@ -139,6 +139,10 @@ type Response struct {
 	now   time.Time
 	keep  bool // the connection stays open after this answer
 	wrote bool
+	st    Stream // a streamed answer (Stream)
+	// isHead, when headSet, is whether the request is a HEAD, noted by
+	// WatchClient before the read buffer may move.
+	isHead, headSet bool
 }
 
 // ServeWith answers the request with h, through the net/http bridge,

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Stream is an answer a FastHandler writes piece by piece, without an
+// *http.Request: a proxy streaming an upstream's answer. It follows the
+// bridge's head rules exactly (they are the same code: Content-Length
+// for an answer that ends within 2 KiB or declares one, else chunked;
+// sniffed Content-Type; Date unless the header has one; no body for
+// HEAD, 1xx, 204 and 304; Connection: close when the connection will
+// close; trailers from the Trailer field or http.TrailerPrefix names),
+// so an answer written through it is the answer the same handler code
+// would have written through the bridge. It is an http.ResponseWriter
+// and an http.Flusher with a write deadline (http.ResponseController);
+// Hijack and ReadFrom are not offered.
+type Stream struct {
+	rw respWriter
+}
+
+// Header returns the answer's header map (the one Response.Stream was
+// given).
+func (s *Stream) Header() http.Header { return s.rw.header }
+
+// WriteHeader sends the status with the header (as
+// http.ResponseWriter's: the head is committed on the first Flush, or
+// once 2 KiB of body are written, or at the end).
+func (s *Stream) WriteHeader(code int) { s.rw.WriteHeader(code) }
+
+// Write writes body bytes (see http.ResponseWriter).
+func (s *Stream) Write(p []byte) (int, error) { return s.rw.Write(p) }
+
+// Flush sends the head and what is buffered.
+func (s *Stream) Flush() { _ = s.rw.FlushError() }
+
+// SetWriteDeadline sets the connection's write deadline for the rest of
+// this answer, in place of the send timeout's renewals (for
+// http.ResponseController); End clears it. A zero t means none.
+func (s *Stream) SetWriteDeadline(t time.Time) error { return s.rw.SetWriteDeadline(t) }
+
+// Status is the status written so far (0 before WriteHeader or Write).
+func (s *Stream) Status() int { return s.rw.status }
+
+// Failed reports whether a write to the client failed: the client is
+// gone, nothing more reaches it.
+func (s *Stream) Failed() bool { return s.rw.c.werr != nil }
+
+// Stream starts a streamed answer whose header is header (nil: a new
+// map). The Stream writes until End or Abort; the Request's views stay
+// valid until then unless Unwatch read a byte past the request (see
+// WatchClient). Stream may be called once, instead of Write and
+// ServeWith.
+func (w *Response) Stream(header http.Header) *Stream {
+	if w.wrote {
+		panic("engine: Response.Stream after an answer")
+	}
+	w.wrote = true
+	c := w.c
+	if header == nil {
+		header = make(http.Header)
+	}
+	isHead := w.headSet && w.isHead || !w.headSet && string(c.h.method) == http.MethodHead
+	w.st.rw = respWriter{c: c, header: header, cl: -1, isHead: isHead,
+		closeAfter: !w.keep, pending: c.pending[:0]}
+	return &w.st
+}
+
+// End completes the streamed answer (the head if not yet sent, the last
+// chunk and trailers of a chunked one) and decides whether the
+// connection carries another request.
+func (w *Response) End() {
+	rw := &w.st.rw
+	rw.finish()
+	w.keep = w.keep && rw.reusable() && !w.c.peerDone
+	w.endDeadline()
+}
+
+// endDeadline ends a write deadline the streamed answer set, as the
+// bridge ends a handler's: the answer's tail is written under it first.
+func (w *Response) endDeadline() {
+	c := w.c
+	if !c.handlerWriteDL {
+		return
+	}
+	c.flush()
+	c.handlerWriteDL, c.writeDL = false, time.Time{}
+	_ = c.rwc.SetWriteDeadline(time.Time{})
+}
+
+// Abort ends the streamed answer midway, as the bridge ends one whose
+// handler panicked with http.ErrAbortHandler: what is not yet written
+// is dropped and the connection closes, so the client sees a cut answer
+// (never a complete-looking one).
+func (w *Response) Abort() {
+	c := w.c
+	c.out = c.out[:0]
+	if c.werr == nil {
+		c.werr = errAborted
+	}
+	w.keep = false
+	if c.handlerWriteDL {
+		c.handlerWriteDL, c.writeDL = false, time.Time{}
+	}
+}
+
+// errAborted marks a connection whose streamed answer was aborted.
+var errAborted = errors.New("engine: answer aborted")
+
+// WatchClient watches for the client going away while the answer is
+// not yet begun, from after delay on: if the request is still waiting
+// then (a slow upstream), a read on the connection starts, as the
+// bridge's background read does for every request, and cancel is
+// called when it sees the client's end. A request answered within delay
+// costs no read and no goroutine (one timer per connection, reset).
+// Unwatch must be called before the answer is written. A pipelined
+// request already read, or the connection's next bytes, end the watch
+// (the client is still there).
+func (w *Response) WatchClient(delay time.Duration, cancel func()) {
+	c := w.c
+	// Whether it is a HEAD, read now: the method's bytes may move at
+	// Unwatch.
+	w.isHead, w.headSet = string(c.h.method) == http.MethodHead, true
+	wt := c.watch
+	if wt == nil {
+		wt = &clientWatch{c: c}
+		c.watch = wt
+	}
+	wt.mu.Lock()
+	wt.armed, wt.cancel = true, cancel
+	wt.mu.Unlock()
+	if wt.timer == nil {
+		wt.timer = time.AfterFunc(delay, wt.fire)
+	} else {
+		wt.timer.Reset(delay)
+	}
+}
+
+// Unwatch ends WatchClient's watch, waiting for its read if one
+// started. If that read got a byte (the next pipelined request), the
+// byte is kept for the connection, which may move the read buffer: the
+// Request's views are not valid after Unwatch. It reports whether the
+// client was seen leaving.
+func (w *Response) Unwatch() (gone bool) {
+	c := w.c
+	wt := c.watch
+	if wt == nil {
+		return false
+	}
+	wt.mu.Lock()
+	started := wt.started
+	wt.armed, wt.started, wt.cancel = false, false, nil
+	wt.mu.Unlock()
+	wt.timer.Stop()
+	if started {
+		c.stopBackgroundRead()
+	}
+	return c.peerDone
+}
+
+// clientWatch is a connection's delayed watch for a client that leaves
+// (WatchClient). mu orders the timer's start of the read against
+// Unwatch on the connection's goroutine.
+type clientWatch struct {
+	c     *conn
+	timer *time.Timer
+
+	mu      sync.Mutex
+	armed   bool // a request is being watched
+	started bool // the background read runs
+	cancel  func()
+}
+
+// fire starts the background read for the watched request, if any (a
+// timer that fires late, after Unwatch, finds nothing armed).
+func (wt *clientWatch) fire() {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	if !wt.armed || wt.started || wt.c.bg != nil || wt.c.w > wt.c.r {
+		return
+	}
+	wt.started = true
+	wt.c.startBackgroundRead(wt.cancel)
+}
+
+// Fields returns how many header fields the request has (Host
+// included), for Field.
+func (r *Request) Fields() int { return len(r.c.h.fields) }
+
+// Field returns the i-th header field's name, as sent, and value. Like
+// the other views they point into the read buffer.
+func (r *Request) Field(i int) (name, value string) {
+	f := &r.c.h.fields[i]
+	return b2s(f.name), b2s(f.value)
+}

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStreamWritesWhatTheBridgeWrites: the same handler code, run
+// through the bridge (ServeWith) and through a Stream, puts the same
+// bytes on the wire (but Date): the framing (Content-Length within
+// 2 KiB, else chunked), trailers, HEAD, the no-body statuses, a header
+// with its own Date, Connection: close.
+func TestStreamWritesWhatTheBridgeWrites(t *testing.T) {
+	big := strings.Repeat("x", 5000)
+	answers := map[string]func(w http.ResponseWriter){
+		"/small": func(w http.ResponseWriter) {
+			w.Header().Set("X-B", "2")
+			w.Header().Add("X-A", "1")
+			_, _ = w.Write([]byte("hello"))
+		},
+		"/sniff": func(w http.ResponseWriter) { _, _ = w.Write([]byte("<html>hi</html>")) },
+		"/big":   func(w http.ResponseWriter) { _, _ = w.Write([]byte(big)) },
+		"/flushed": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			_, _ = w.Write([]byte("later"))
+		},
+		"/trailers": func(w http.ResponseWriter) {
+			w.Header().Set("Trailer", "X-Sum")
+			_, _ = w.Write([]byte("body"))
+			w.Header().Set("X-Sum", "7")
+			w.Header().Set(http.TrailerPrefix+"X-Late", "1")
+		},
+		"/length": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "3")
+			_, _ = w.Write([]byte("abc"))
+		},
+		"/204": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusNoContent)
+		},
+		"/304": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotModified)
+		},
+		"/date": func(w http.ResponseWriter) { w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT") },
+	}
+	run := func(stream bool) string {
+		_, addr := serveEngine(t, Config{Fast: fastFunc(func(w *Response, r *Request) bool {
+			path, _ := r.Path()
+			h := answers[path]
+			if stream {
+				st := w.Stream(nil)
+				h(st)
+				w.End()
+				return true
+			}
+			w.ServeWith(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { h(w) }))
+			return true
+		})})
+		var b strings.Builder
+		for _, path := range []string{"/small", "/sniff", "/big", "/flushed", "/trailers", "/length", "/204", "/304", "/date"} {
+			for _, m := range []string{"GET", "HEAD"} {
+				b.WriteString(rawExchange(t, addr, m+" "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"+m+" "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+			}
+		}
+		return streamDateLine.ReplaceAllString(b.String(), "Date: (set)\r\n")
+	}
+	bridge, stream := run(false), run(true)
+	if bridge != stream {
+		t.Errorf("the Stream wrote other bytes than the bridge:\nbridge %q\nstream %q", bridge, stream)
+	}
+}
+
+var streamDateLine = regexp.MustCompile(`Date: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\r\n`)
+
+// TestWatchClientAfterDelay: a request answered within the delay starts
+// no read; one still waiting after it sees the client leave (cancel is
+// called); Abort closes the connection without the rest of the answer.
+func TestWatchClientAfterDelay(t *testing.T) {
+	canceled := make(chan bool, 1)
+	_, addr := serveEngine(t, Config{Fast: fastFunc(func(w *Response, r *Request) bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		path, _ := r.Path()
+		if path == "/quick" {
+			w.WatchClient(time.Hour, cancel)
+			gone := w.Unwatch()
+			if w.c.bg != nil || gone {
+				t.Error("a quick answer started the watch's read")
+			}
+			st := w.Stream(nil)
+			_, _ = st.Write([]byte("quick"))
+			w.End()
+			return true
+		}
+		w.WatchClient(time.Millisecond, cancel)
+		select {
+		case <-ctx.Done():
+			canceled <- true
+		case <-time.After(5 * time.Second):
+			canceled <- false
+		}
+		w.Unwatch()
+		st := w.Stream(nil)
+		st.WriteHeader(http.StatusOK)
+		_, _ = st.Write([]byte("never sent"))
+		w.Abort()
+		return true
+	})})
+	if got := rawExchange(t, addr, "GET /quick HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); !strings.HasSuffix(got, "\r\n\r\nquick") {
+		t.Fatalf("quick answer %q", got)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Write([]byte("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"))
+	time.Sleep(10 * time.Millisecond) // past the delay: the watch reads
+	c.Close()
+	if !<-canceled {
+		t.Fatal("the watch did not see the client leave")
+	}
+}

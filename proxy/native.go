@@ -1,0 +1,418 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+// Native forwarding: an admitted request the engine parsed goes to the
+// upstream without the net/http bridge and without
+// httputil.ReverseProxy. The outbound request is built from the parsed
+// head (the hop-by-hop fields dropped as ReverseProxy drops them, the
+// forwarding headers by writeForwarded, the Host rule of rewrite), sent
+// through the same retry transport and pool as the bridged path (the
+// retry policy, the breaker, the retry budget, balancing, passive
+// health, the attempt's header and body idle timeouts, the call's
+// deadline and the deadline header), and the upstream's answer is
+// streamed back through engine.Stream, whose head rules are the
+// bridge's own. A failed call is answered by upstreamError, as on the
+// bridge.
+//
+// The client is watched only while the upstream is slow: the engine
+// starts its read for the client's end after clientWatchDelay of
+// waiting for the upstream's head (a read and a goroutine per request
+// otherwise, most of the cost of a fast answer), and a client that
+// leaves while the answer streams is seen by the failed write.
+
+// clientWatchDelay is how long the native path waits on the upstream's
+// head before it watches for the client leaving: a client gone sooner
+// is noticed when its answer is written. Short beside a person's
+// patience and a slow upstream's time, long beside a fast answer.
+const clientWatchDelay = 10 * time.Millisecond
+
+// native reports whether the admitted request r can be forwarded
+// natively: what the native path does exactly as the bridged one. The
+// rest goes to the bridge: a request with a body or an expectation
+// (bodies are framed and watched by the bridge's reader), HTTP/1.0 (its
+// keep-alive rules), a stale store (its capture needs the inbound
+// *http.Request), a Transport from the library's user, and an upstream
+// URL with a path or a query to join.
+func (f *fastPath) native(r *engine.Request) bool {
+	p := f.p
+	if f.noNative || p.stale != nil || p.cfg.Transport != nil {
+		return false
+	}
+	if r.HasBody() || r.ProtoMinor() != 1 || r.Has("Expect") || r.Has("Transfer-Encoding") {
+		return false
+	}
+	b := p.pool.base()
+	return (b.Path == "" || b.Path == "/") && b.RawPath == "" && b.RawQuery == "" && !b.ForceQuery
+}
+
+// forwardNative forwards an admitted request natively (see native) and
+// releases adm with the answer's outcome.
+func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm httpgate.Admission, qa httpgate.QuotaAnswer, rt *route) {
+	p := f.p
+	f.nativeCalls.Add(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &call{Context: ctx, route: rt}
+	if p.cfg.CallTimeout > 0 {
+		c.own = p.now().Add(p.cfg.CallTimeout)
+	}
+	var tmpl http.Request
+	p.nativeRequest(&tmpl, r)
+	out := tmpl.WithContext(c)
+
+	w.WatchClient(clientWatchDelay, cancel)
+	released := false
+	defer func() {
+		if !released {
+			// A panic is unwinding (the engine logs it and closes the
+			// connection): the slots end with it, as under the holder.
+			w.Unwatch()
+			adm.Release(admit.OutcomePanic)
+		}
+	}()
+	resp, err := p.rp.Transport.RoundTrip(out)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		// Nothing asked for an upgrade (ReverseProxy's modifyResponse
+		// refuses it the same way).
+		resp.Body.Close()
+		resp, err = nil, errors.New("proxy: the upstream switched protocols unasked")
+	}
+	if err != nil {
+		st := w.Stream(nil)
+		setQuotaHeaders(st, qa)
+		p.upstreamError(sendDeadlineWriter(st, p.cfg.SendTimeout), out, err)
+		w.Unwatch()
+		w.End()
+		released = true
+		adm.Release(nativeOutcome(ctx, st.Status(), false))
+		return
+	}
+	h := resp.Header
+	if h == nil {
+		h = make(http.Header)
+	}
+	removeHopByHop(h)
+	if qa.Policy != "" {
+		// Before the upstream's own values, as ReverseProxy's copy of
+		// the answer's header after them.
+		h["RateLimit-Policy"] = append([]string{qa.Policy}, h["RateLimit-Policy"]...)
+		if qa.RateLimit != "" {
+			h["RateLimit"] = append([]string{qa.RateLimit}, h["RateLimit"]...)
+		}
+	}
+	announced := len(resp.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range resp.Trailer {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		h.Add("Trailer", strings.Join(keys, ", "))
+	}
+	st := w.Stream(h)
+	dst := sendDeadlineWriter(st, p.cfg.SendTimeout)
+	dst.WriteHeader(resp.StatusCode)
+	flush := flushEach(resp)
+	if flush {
+		// The head goes out at once, before a body that may be slow to
+		// come (ReverseProxy's first flush).
+		flushWriter(dst)
+	}
+	ok := p.copyAnswer(dst, st, resp, flush)
+	resp.Body.Close() // the instance's health is recorded here
+	if !ok {
+		if st.Failed() {
+			cancel() // the client is gone: nobody reads the rest
+		}
+		w.Unwatch()
+		w.Abort()
+		released = true
+		adm.Release(nativeOutcome(ctx, resp.StatusCode, c.upstreamFailed.Load()))
+		return
+	}
+	if len(resp.Trailer) > 0 {
+		flushWriter(dst)
+		if len(resp.Trailer) == announced {
+			for k, vv := range resp.Trailer {
+				h[k] = append(h[k], vv...)
+			}
+		} else {
+			for k, vv := range resp.Trailer {
+				k = http.TrailerPrefix + k
+				h[k] = append(h[k], vv...)
+			}
+		}
+	}
+	w.Unwatch()
+	w.End()
+	if st.Failed() {
+		cancel() // the client is gone: nobody read the answer
+	}
+	released = true
+	adm.Release(nativeOutcome(ctx, resp.StatusCode, false))
+}
+
+// nativeOutcome is the outcome of a natively forwarded call, the rule
+// the bridged path's holder applies: canceled when the client went away,
+// an error for a 5xx or an upstream that failed midway, else ok.
+func nativeOutcome(ctx context.Context, status int, upstreamFailed bool) admit.Outcome {
+	if o, ok := abortOutcome(false, ctx.Err() != nil, upstreamFailed); ok {
+		return o
+	}
+	if status >= 500 {
+		return admit.OutcomeError
+	}
+	return admit.OutcomeOK
+}
+
+// flushEach reports whether every piece of the answer is sent as it
+// comes, ReverseProxy's rule: a body of unknown length, or server-sent
+// events.
+func flushEach(resp *http.Response) bool {
+	if resp.ContentLength == -1 {
+		return true
+	}
+	const sse = "text/event-stream"
+	ct := resp.Header.Get("Content-Type")
+	if len(ct) < len(sse) || !strings.EqualFold(strings.TrimSpace(ct)[:min(len(sse), len(strings.TrimSpace(ct)))], sse) {
+		return false // not worth parsing (ParseMediaType allocates)
+	}
+	base, _, _ := mime.ParseMediaType(ct)
+	return base == sse
+}
+
+// flushWriter flushes w (the Stream, or the send deadline's writer
+// around it).
+func flushWriter(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// copyAnswer streams the answer's body to dst (st, or the send
+// deadline's writer around it). It reports false when the
+// copy failed, on either side: the answer cannot be completed.
+func (p *Proxy) copyAnswer(dst http.ResponseWriter, st *engine.Stream, resp *http.Response, flush bool) bool {
+	buf := p.rp.BufferPool.Get()
+	defer p.rp.BufferPool.Put(buf)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return false
+			}
+			if flush {
+				flushWriter(dst)
+				if st.Failed() {
+					return false
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return true
+		}
+		if rerr != nil {
+			return false
+		}
+	}
+}
+
+// hopByHop are the fields that describe one connection, never forwarded
+// either way (RFC 9110 section 7.6.1; the list httputil.ReverseProxy
+// drops).
+var hopByHop = [...]string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopByHop drops an answer's hop-by-hop fields and those its
+// Connection field names.
+func removeHopByHop(h http.Header) {
+	for _, v := range h["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" {
+				delete(h, http.CanonicalHeaderKey(tok))
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		delete(h, k)
+	}
+}
+
+// nativeRequest fills out with the outbound request for r, as
+// ReverseProxy with rewrite builds it from the bridged request: the
+// client's fields but the hop-by-hop ones (and those Connection names),
+// the inbound forwarding headers and the deadline header; "Te:
+// trailers" kept when asked; the forwarding headers written by
+// writeForwarded; no User-Agent added; the upstream's Host unless
+// PreserveHost. Its strings are copies: r's views end at Unwatch.
+func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request) {
+	// One string holds the target and every kept field's canonical name
+	// and value.
+	n := len(r.Target()) + len(r.Host())
+	var connection []string // Connection's tokens, as sent
+	teTrailers := false
+	for i := range r.Fields() {
+		name, value := r.Field(i)
+		n += len(name) + len(value)
+		switch {
+		case strings.EqualFold(name, "Connection"):
+			for tok := range strings.SplitSeq(value, ",") {
+				if tok = strings.TrimSpace(tok); tok != "" {
+					connection = append(connection, tok)
+				}
+			}
+		case strings.EqualFold(name, "Te"):
+			for tok := range strings.SplitSeq(value, ",") {
+				if strings.EqualFold(strings.TrimSpace(tok), "trailers") {
+					teTrailers = true
+				}
+			}
+		}
+	}
+	arena := make([]byte, 0, n)
+	arena = append(arena, r.Target()...)
+	arena = append(arena, r.Host()...)
+	type kept struct{ name, value [2]int }
+	var keptBuf [16]kept
+	keep := keptBuf[:0]
+	for i := range r.Fields() {
+		name, value := r.Field(i)
+		if droppedOutbound(name, connection) {
+			continue
+		}
+		k := kept{name: [2]int{len(arena), 0}}
+		arena = appendCanonical(arena, name)
+		k.name[1] = len(arena)
+		k.value[0] = len(arena)
+		arena = append(arena, value...)
+		k.value[1] = len(arena)
+		keep = append(keep, k)
+	}
+	s := string(arena)
+	target, host := s[:len(r.Target())], s[len(r.Target()):len(r.Target())+len(r.Host())]
+	hdr := make(http.Header, len(keep)+6)
+	vals := make([]string, len(keep)+2)
+	for i, k := range keep {
+		name := s[k.name[0]:k.name[1]]
+		vals[i] = s[k.value[0]:k.value[1]]
+		if vv, ok := hdr[name]; ok {
+			hdr[name] = append(vv, vals[i])
+			continue
+		}
+		hdr[name] = vals[i : i+1 : i+1]
+	}
+	extra := vals[len(keep):]
+	if teTrailers {
+		extra[0] = "trailers"
+		hdr["Te"] = extra[0:1:1]
+	}
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr["User-Agent"] = extra[1:2:2] // "": none
+	}
+	p.writeForwarded(engineInbound{r}, host, hdr)
+
+	base := p.pool.base()
+	u := &url.URL{Scheme: base.Scheme, Host: base.Host}
+	path, query, hasQuery := strings.Cut(target, "?")
+	// RawPath as sent: the target holds no percent-escape (engine's
+	// Path), so EscapedPath gives what net/http's parsed URL gives.
+	u.Path, u.RawPath, u.RawQuery, u.ForceQuery = path, path, query, hasQuery && query == ""
+	*out = http.Request{
+		Method: methodString(r.Method()), URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: hdr, RemoteAddr: r.RemoteAddrString(),
+	}
+	if p.cfg.PreserveHost {
+		out.Host = host
+	}
+}
+
+// droppedOutbound reports whether the client's field name (as sent) is
+// not forwarded: Host (the outbound request has its own), a hop-by-hop
+// field or one Connection names, an inbound forwarding header (replaced
+// by writeForwarded), and the deadline header (the retry policy sends
+// what is left of the deadline instead).
+func droppedOutbound(name string, connection []string) bool {
+	for _, k := range [...]string{"Host", headerXFF, headerXFHost, headerXFProto, headerForwarded, httpgate.DefaultDeadlineHeader} {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	for _, k := range hopByHop {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	for _, k := range connection {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendCanonical appends the field name as http.CanonicalHeaderKey
+// writes it: the first letter and each after a hyphen upper case, the
+// rest lower. The engine's parser admits only token names, which
+// CanonicalHeaderKey always rewrites this way.
+func appendCanonical(b []byte, name string) []byte {
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+		upper = c == '-'
+	}
+	return b
+}
+
+// engineInbound is the engine's parsed head as an inbound.
+type engineInbound struct{ r *engine.Request }
+
+func (e engineInbound) remoteAddr() string { return e.r.RemoteAddrString() }
+func (e engineInbound) secure() bool       { return false } // the engine serves cleartext only
+
+// values copies the values (only a trusted peer's chain is read): they
+// may end up in the outbound header, which outlives r's views.
+func (e engineInbound) values(name string) []string {
+	if !e.r.Has(name) {
+		return nil
+	}
+	vs := e.r.Values(name)
+	for i, v := range vs {
+		vs[i] = strings.Clone(v)
+	}
+	return vs
+}
+
+// methodString returns the method as a string of its own: a constant
+// for the common ones, else a copy.
+func methodString(m string) string {
+	for _, k := range [...]string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace} {
+		if m == k {
+			return k
+		}
+	}
+	return strings.Clone(m)
+}
