@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // writeModule lays out a tiny module with one package, its test, and a
@@ -144,5 +146,23 @@ func TestCrashInTheNamedTestKills(t *testing.T) {
 	root := writeModule(t, `{"mutants":[{"name":"crash","file":"calc.go","find":"func Unused() int { return 1 }","replace":"func Unused() int { done := make(chan int); go func() { panic(\"boom\") }(); return <-done }","killed_by":"TestUnused"}]}`)
 	if code, out := runIn(t, root); code != 0 || !strings.Contains(out, "1 killed") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestScheduleStartsCostliestFirst(t *testing.T) {
+	out := "=== engine net\n=== RUN   TestSlow\n--- PASS: TestSlow (2.00s)\n=== RUN   TestQuick\n--- PASS: TestQuick (0.01s)\n" +
+		"=== engine fast\n=== RUN   TestSlow\n--- PASS: TestSlow (1.50s)\n    --- PASS: TestSlow/sub (1.00s)\nok\n"
+	b := parseBaseline(out, 10*time.Second)
+	if b.tests["TestSlow"] != 3500*time.Millisecond || b.tests["TestQuick"] != 10*time.Millisecond || len(b.tests) != 2 {
+		t.Fatalf("passing times %v: want TestSlow 3.5s (both engines summed), TestQuick 10ms, no subtests", b.tests)
+	}
+	if got, want := b.estimate("TestSlow"), 10*time.Second-3510*time.Millisecond+3500*time.Millisecond; got != want {
+		t.Fatalf("estimate %v, want %v (build time plus the test's)", got, want)
+	}
+	q := []job{{run: 0, mutant: 0, cost: time.Second}, {run: 1, mutant: 0, cost: 9 * time.Second}, {run: 0, mutant: 1, cost: time.Second}, {run: 1, mutant: 1, cost: 3 * time.Second}}
+	schedule(q)
+	want := []job{{1, 0, 9 * time.Second}, {1, 1, 3 * time.Second}, {0, 0, time.Second}, {0, 1, time.Second}}
+	if !slices.Equal(q, want) {
+		t.Fatalf("order %v, want %v: longest first, ties in file order", q, want)
 	}
 }
