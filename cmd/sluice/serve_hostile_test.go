@@ -199,8 +199,10 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 		{[]string{"--max-inflight", "off", "--queue", "3"}, "--max-inflight off"},
 	} {
 		// Free ports and a short life, so a value wrongly accepted ends
-		// the run (exit 0) instead of serving for ever.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// the run (exit 0) instead of serving for ever. The flags are
+		// checked before anything starts, so the life bounds only a run
+		// that accepted the value: it can be short.
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 		args := append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--drain-delay", "0"}, c.args...)
 		code, out := runSubcommand(ctx, runServe, nil, args...)
 		cancel()
@@ -217,7 +219,7 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 			v = "-1ns"
 			want = "--drain-delay -1ns"
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 		code, out := runSubcommand(ctx, runServe, map[string]string{name: v}, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 		cancel()
 		if code != exitUsage || !strings.Contains(out, want) {
