@@ -190,6 +190,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wg.Wait()
 	baselines := time.Since(started)
 	for _, pr := range runs {
+		if pr.err == nil && pr.flags == nil {
+			fmt.Fprintf(stdout, "mutants: %s: judged on the default build (its named tests fail with %s)\n", pr.sp.Package, strings.Join(quickBuild(), " "))
+		}
 		if pr.err != nil {
 			fmt.Fprintf(stderr, "mutants: %s: tests fail WITHOUT any mutation, so no mutant can be judged:\n%s\n", pr.sp.Package, tail(pr.out, 30))
 			return 1

@@ -166,3 +166,23 @@ func TestScheduleStartsCostliestFirst(t *testing.T) {
 		t.Fatalf("order %v, want %v: longest first, ties in file order", q, want)
 	}
 }
+
+// TestPackageNeedingInliningJudgedOnDefaultBuild: a named test that fails
+// with inlining off (it counts allocations that inlining removes) is not
+// a failed baseline: its package is judged on the default build.
+func TestPackageNeedingInliningJudgedOnDefaultBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test on a scratch module")
+	}
+	root := writeModule(t, `{"mutants":[{"name":"sub","file":"calc.go","find":"a + b","replace":"a - b","killed_by":"TestAdd"}]}`)
+	test := "package calc\n\nimport \"testing\"\n\ntype pair struct{ a, b int }\n\nfunc newPair(a, b int) *pair { return &pair{a, b} }\n\n" +
+		"func TestAdd(t *testing.T) {\n\tif n := testing.AllocsPerRun(10, func() { p := newPair(2, 3); _ = p.a }); n != 0 {\n\t\tt.Fatalf(\"%v allocations: want newPair inlined\", n)\n\t}\n" +
+		"\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"2+3\")\n\t}\n}\n"
+	if err := os.WriteFile(filepath.Join(root, "calc", "calc_test.go"), []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runIn(t, root)
+	if code != 0 || !strings.Contains(out, "1 killed") || !strings.Contains(out, "judged on the default build") {
+		t.Fatalf("exit %d:\n%s\nwant the mutant killed on the default build", code, out)
+	}
+}
