@@ -339,7 +339,36 @@ func startChild(t *testing.T, nofile int, args ...string) *child {
 // record waits for the JSON log record with msg.
 func (c *child) record(t *testing.T, msg string) map[string]any {
 	t.Helper()
-	return logRecord(t, c.logs, msg)
+	return c.nthRecord(t, msg, 1)
+}
+
+// nthRecord waits for the child's n-th log record with the given msg, as
+// nthRecord does, and fails at once if the child exits without it (a
+// signal that killed it): its log is complete then, and waiting longer
+// cannot help.
+func (c *child) nthRecord(t *testing.T, msg string, n int) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var exited error
+		select {
+		case err := <-c.exit:
+			c.exit <- err
+			exited = fmt.Errorf("exited: %v", err)
+		default:
+		}
+		// The log is read to its end before the exit is reported, so
+		// this look after an exit sees every line.
+		if rec := findRecord(c.logs.String(), msg, n); rec != nil {
+			return rec
+		}
+		if exited != nil {
+			t.Fatalf("the child %v before its %d-th log record %q:\n%s", exited, n, msg, c.logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no %d-th log record %q in:\n%s", n, msg, c.logs.String())
+	return nil
 }
 
 // wait returns the exit code, or fails after d.
