@@ -136,5 +136,9 @@ func checkBusyReply(t testing.TB, resp *http.Response, body string) {
 // eventually waits for state that another goroutine reaches.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	testutil.Eventually(t, what, cond)
+	// Every state awaited here (a close counted, a slot released) follows
+	// its cause within milliseconds, and the timeouts under test are
+	// 150 ms: 3 s is 20 times that, and a mutant that keeps the state
+	// from coming fails in 3 s, not 10.
+	testutil.EventuallyWithin(t, 3*time.Second, what, cond)
 }

@@ -109,7 +109,10 @@ func TestH1ResponseFraming(t *testing.T) {
 				io.WriteString(w, c.reply)
 				return c.keep
 			})
-			got := h1Run(t, url, 5, Config{})
+			// The raw server answers at once: 2 s bounds (not the
+			// 10 s + 5 s defaults) let a reply misframed into a wait end
+			// the run soon, and are ample on a loaded machine.
+			got := h1Run(t, url, 5, Config{Timeout: 2 * time.Second, DrainTimeout: 2 * time.Second})
 			if got.Status[c.status] != 5 || got.Sent != 5 || got.TransportError != 0 {
 				t.Fatalf("counts %+v, want 5 × %s", got, c.status)
 			}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -210,7 +211,10 @@ func TestCertificateRotationWhileServing(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	newPair.install(t, dir)
-	eventually(t, "the new certificate to be served", newSeen.Load)
+	// The files are checked at most once a second: 5 such checks are
+	// ample on a loaded machine, and a reload that never comes fails in
+	// 5 s rather than the usual 10.
+	testutil.EventuallyWithin(t, 5*time.Second, "the new certificate to be served", newSeen.Load)
 	// Half a rotation: a certificate that does not match the key.
 	if err := os.WriteFile(certFile, oldPair.certPEM, 0o600); err != nil {
 		t.Fatal(err)

@@ -24,19 +24,28 @@ func nthRecord(t *testing.T, out *lockedBuffer, msg string, n int) map[string]an
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		seen := 0
-		sc := bufio.NewScanner(strings.NewReader(out.String()))
-		for sc.Scan() {
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-				if seen++; seen == n {
-					return rec
-				}
-			}
+		if rec := findRecord(out.String(), msg, n); rec != nil {
+			return rec
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("no %d-th log record %q in:\n%s", n, msg, out.String())
+	return nil
+}
+
+// findRecord returns the n-th JSON log record with the given msg in
+// logs, or nil.
+func findRecord(logs, msg string, n int) map[string]any {
+	seen := 0
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
+			if seen++; seen == n {
+				return rec
+			}
+		}
+	}
 	return nil
 }
 
@@ -329,7 +338,7 @@ func TestServeSIGHUPReloadsTLS(t *testing.T) {
 	}
 	second := sameSizePair(t, certFile, keyFile)
 	hup()
-	nthRecord(t, c.logs, "SIGHUP: TLS certificate reloaded", 1)
+	c.nthRecord(t, "SIGHUP: TLS certificate reloaded", 1)
 	if !served().Equal(second) {
 		t.Fatal("after SIGHUP the rotated certificate is not served")
 	}
@@ -337,7 +346,7 @@ func TestServeSIGHUPReloadsTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	hup()
-	nthRecord(t, c.logs, "SIGHUP: TLS certificate refused; the one in service stays", 1)
+	c.nthRecord(t, "SIGHUP: TLS certificate refused; the one in service stays", 1)
 	if !served().Equal(second) {
 		t.Fatal("a pair that does not load replaced the one in service")
 	}

@@ -199,8 +199,10 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 		{[]string{"--max-inflight", "off", "--queue", "3"}, "--max-inflight off"},
 	} {
 		// Free ports and a short life, so a value wrongly accepted ends
-		// the run (exit 0) instead of serving for ever.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// the run (exit 0) instead of serving for ever. The flags are
+		// checked before anything starts, so the life bounds only a run
+		// that accepted the value: it can be short.
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 		args := append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--drain-delay", "0"}, c.args...)
 		code, out := runSubcommand(ctx, runServe, nil, args...)
 		cancel()
@@ -217,8 +219,15 @@ func TestServeAbsurdValuesExitTwo(t *testing.T) {
 			v = "-1ns"
 			want = "--drain-delay -1ns"
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		code, out := runSubcommand(ctx, runServe, map[string]string{name: v}, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+		args := []string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}
+		if name != "SLUICE_DRAIN_DELAY" {
+			// No drain delay, so that a run that accepted the value
+			// stops at once (the flag would override the variable
+			// under test in the drain delay's own case).
+			args = append(args, "--drain-delay", "0")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		code, out := runSubcommand(ctx, runServe, map[string]string{name: v}, args...)
 		cancel()
 		if code != exitUsage || !strings.Contains(out, want) {
 			t.Errorf("%s=%s: exit %d, %q; want 2 and %q", name, v, code, out, want)
@@ -330,7 +339,36 @@ func startChild(t *testing.T, nofile int, args ...string) *child {
 // record waits for the JSON log record with msg.
 func (c *child) record(t *testing.T, msg string) map[string]any {
 	t.Helper()
-	return logRecord(t, c.logs, msg)
+	return c.nthRecord(t, msg, 1)
+}
+
+// nthRecord waits for the child's n-th log record with the given msg, as
+// nthRecord does, and fails at once if the child exits without it (a
+// signal that killed it): its log is complete then, and waiting longer
+// cannot help.
+func (c *child) nthRecord(t *testing.T, msg string, n int) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var exited error
+		select {
+		case err := <-c.exit:
+			c.exit <- err
+			exited = fmt.Errorf("exited: %v", err)
+		default:
+		}
+		// The log is read to its end before the exit is reported, so
+		// this look after an exit sees every line.
+		if rec := findRecord(c.logs.String(), msg, n); rec != nil {
+			return rec
+		}
+		if exited != nil {
+			t.Fatalf("the child %v before its %d-th log record %q:\n%s", exited, n, msg, c.logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no %d-th log record %q in:\n%s", n, msg, c.logs.String())
+	return nil
 }
 
 // wait returns the exit code, or fails after d.

@@ -82,8 +82,9 @@ func TestNewClient(t *testing.T) {
 		t.Fatal("Ping of a Redis that is down succeeded")
 	}
 	// go-redis may log the failed dial from its own goroutine, after the
-	// command has failed.
-	testutil.Eventually(t, "go-redis's dial failure in the log at debug level", func() bool {
+	// command has failed: within milliseconds, so 3 s is ample, and a
+	// line that never comes fails in 3 s, not 10.
+	testutil.EventuallyWithin(t, 3*time.Second, "go-redis's dial failure in the log at debug level", func() bool {
 		return strings.Contains(logs.String(), "level=DEBUG") && strings.Contains(logs.String(), "failed to dial")
 	})
 }

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -18,7 +19,8 @@ var Engines = []string{"net", "fast"}
 // with the engine's name before each run, and a banner names it in the
 // output. SLUICE_TEST_ENGINES (a comma-separated subset, e.g. "fast")
 // narrows the list. After the last run it checks for leaked goroutines
-// as goleak.VerifyTestMain does. It returns the exit code.
+// as goleak.VerifyTestMain does. With -failfast it stops after the first
+// engine whose run failed. It returns the exit code.
 func RunOnEngines(m *testing.M, set func(engine string), opts ...goleak.Option) int {
 	engines := Engines
 	if v := os.Getenv("SLUICE_TEST_ENGINES"); v != "" {
@@ -31,6 +33,12 @@ func RunOnEngines(m *testing.M, set func(engine string), opts ...goleak.Option) 
 		if c := m.Run(); c != 0 {
 			fmt.Printf("--- FAIL on engine %s\n", e)
 			code = c
+			if failFast() {
+				// -failfast asks for the first failure only: a test
+				// that failed on one engine need not be run (and
+				// waited for) on the next.
+				break
+			}
 		}
 	}
 	if code == 0 {
@@ -40,4 +48,10 @@ func RunOnEngines(m *testing.M, set func(engine string), opts ...goleak.Option) 
 		}
 	}
 	return code
+}
+
+// failFast reports whether the test binary runs with -failfast.
+func failFast() bool {
+	f := flag.Lookup("test.failfast")
+	return f != nil && f.Value.String() == "true"
 }

@@ -36,7 +36,15 @@ func (s *SyncBuffer) String() string {
 // real sockets and other goroutines, never for pacing.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	EventuallyWithin(t, 10*time.Second, what, cond)
+}
+
+// EventuallyWithin is Eventually with the bound d: for a package whose
+// awaited states follow their cause within milliseconds, so that a test
+// whose state never comes fails soon.
+func EventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // writeModule lays out a tiny module with one package, its test, and a
@@ -144,5 +146,43 @@ func TestCrashInTheNamedTestKills(t *testing.T) {
 	root := writeModule(t, `{"mutants":[{"name":"crash","file":"calc.go","find":"func Unused() int { return 1 }","replace":"func Unused() int { done := make(chan int); go func() { panic(\"boom\") }(); return <-done }","killed_by":"TestUnused"}]}`)
 	if code, out := runIn(t, root); code != 0 || !strings.Contains(out, "1 killed") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestScheduleStartsCostliestFirst(t *testing.T) {
+	out := "=== engine net\n=== RUN   TestSlow\n--- PASS: TestSlow (2.00s)\n=== RUN   TestQuick\n--- PASS: TestQuick (0.01s)\n" +
+		"=== engine fast\n=== RUN   TestSlow\n--- PASS: TestSlow (1.50s)\n    --- PASS: TestSlow/sub (1.00s)\nok\n"
+	b := parseBaseline(out, 10*time.Second)
+	if b.tests["TestSlow"] != 3500*time.Millisecond || b.tests["TestQuick"] != 10*time.Millisecond || len(b.tests) != 2 {
+		t.Fatalf("passing times %v: want TestSlow 3.5s (both engines summed), TestQuick 10ms, no subtests", b.tests)
+	}
+	if got, want := b.estimate("TestSlow"), 10*time.Second-3510*time.Millisecond+3500*time.Millisecond; got != want {
+		t.Fatalf("estimate %v, want %v (build time plus the test's)", got, want)
+	}
+	q := []job{{run: 0, mutant: 0, cost: time.Second}, {run: 1, mutant: 0, cost: 9 * time.Second}, {run: 0, mutant: 1, cost: time.Second}, {run: 1, mutant: 1, cost: 3 * time.Second}}
+	schedule(q)
+	want := []job{{1, 0, 9 * time.Second}, {1, 1, 3 * time.Second}, {0, 0, time.Second}, {0, 1, time.Second}}
+	if !slices.Equal(q, want) {
+		t.Fatalf("order %v, want %v: longest first, ties in file order", q, want)
+	}
+}
+
+// TestPackageNeedingInliningJudgedOnDefaultBuild: a named test that fails
+// with inlining off (it counts allocations that inlining removes) is not
+// a failed baseline: its package is judged on the default build.
+func TestPackageNeedingInliningJudgedOnDefaultBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test on a scratch module")
+	}
+	root := writeModule(t, `{"mutants":[{"name":"sub","file":"calc.go","find":"a + b","replace":"a - b","killed_by":"TestAdd"}]}`)
+	test := "package calc\n\nimport \"testing\"\n\ntype pair struct{ a, b int }\n\nfunc newPair(a, b int) *pair { return &pair{a, b} }\n\n" +
+		"func TestAdd(t *testing.T) {\n\tif n := testing.AllocsPerRun(10, func() { p := newPair(2, 3); _ = p.a }); n != 0 {\n\t\tt.Fatalf(\"%v allocations: want newPair inlined\", n)\n\t}\n" +
+		"\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"2+3\")\n\t}\n}\n"
+	if err := os.WriteFile(filepath.Join(root, "calc", "calc_test.go"), []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runIn(t, root)
+	if code != 0 || !strings.Contains(out, "1 killed") || !strings.Contains(out, "judged on the default build") {
+		t.Fatalf("exit %d:\n%s\nwant the mutant killed on the default build", code, out)
 	}
 }
