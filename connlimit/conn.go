@@ -50,6 +50,16 @@ type Conn struct {
 // tell an idle timeout from a header timeout.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	c.NoteRead(n, err)
+	return n, err
+}
+
+// NoteRead keeps the books Read keeps for a read made on the wrapped
+// connection directly: an HTTP server that reads the socket itself
+// (sluice's HTTP/1.1 engine does, to save a system call per request)
+// reports each read, so ConnState and the body timeout count as they do
+// for reads through Read.
+func (c *Conn) NoteRead(n int, err error) {
 	if n > 0 {
 		c.readSinceIdle.Store(true)
 		c.readTimedOut.Store(false)
@@ -61,7 +71,6 @@ func (c *Conn) Read(p []byte) (int, error) {
 			c.noteReadDeadline()
 		}
 	}
-	return n, err
 }
 
 // Write writes to the wrapped connection, counting a send timeout.

@@ -107,7 +107,7 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 	if err == nil && second != nil {
 		if err = adm.TryAcquire(second.gate, admit.Request{Weight: weight}); err != nil {
 			if f.staleMayAnswer(r, err) {
-				w.ServeWith(&refusedHandler{p: p, adm: adm, err: err, qa: qa})
+				w.ContinueWith(&refusedHandler{p: p, adm: adm, err: err, qa: qa})
 				return true
 			}
 			// As ServeHTTP records it: the route's slot ends with the
@@ -117,7 +117,7 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 	}
 	if err != nil {
 		if f.staleMayAnswer(r, err) {
-			w.ServeWith(&refusedHandler{p: p, err: err, qa: qa})
+			w.ContinueWith(&refusedHandler{p: p, err: err, qa: qa})
 			return true
 		}
 		if qa.Policy != "" {
@@ -128,12 +128,17 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 		return true
 	}
 	if f.native(r) {
-		f.forwardNative(w, r, adm, qa, rt)
+		w.Continue(func() { f.forwardNative(w, r, adm, qa, rt) })
 		return true
 	}
-	w.ServeWith(&admittedHandler{p: p, rt: rt, adm: adm, qa: qa})
+	w.ContinueWith(&admittedHandler{p: p, rt: rt, adm: adm, qa: qa})
 	return true
 }
+
+// ReadLoop reports that ServeFast may run inside the engine's read
+// loop: what needs the connection's reads (the bridge, the native path's
+// watch for the client) it finishes through Continue and ContinueWith.
+func (f *fastPath) ReadLoop() bool { return true }
 
 // staleMayAnswer reports whether a stale copy could answer this refusal
 // instead (ServeHTTP's refuseOrStale decides, through the bridge).

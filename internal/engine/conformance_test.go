@@ -106,9 +106,18 @@ func exchange(t testing.TB, addr, raw string, n int) exchanged {
 // gave, what the handler saw. Where the engine is stricter than net/http
 // on purpose, the case says so (Net) and why (internal/httpmatrix
 // holds the matrix; the proxy diffs its upstream's view with it too).
+// Each request is sent twice to the engine: read the ordinary way, and
+// read by the read loop (a loop FastHandler that passes every request
+// on to the handler).
 func TestConformanceMatrixAgainstNetHTTP(t *testing.T) {
+	forEachReadPath(t, func(t *testing.T, path func(Config) Config) {
+		conformanceMatrix(t, path)
+	})
+}
+
+func conformanceMatrix(t *testing.T, path func(Config) Config) {
 	ours, theirs := &echo{}, &echo{}
-	_, eaddr := serveEngine(t, Config{Handler: ours, ReadHeaderTimeout: 5 * time.Second})
+	_, eaddr := serveEngine(t, path(Config{Handler: ours, ReadHeaderTimeout: 5 * time.Second}))
 	naddr := netServer(t, theirs)
 	for _, c := range httpmatrix.Requests() {
 		t.Run(c.Name, func(t *testing.T) {

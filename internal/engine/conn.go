@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -56,6 +57,30 @@ type conn struct {
 	cancelReq context.CancelFunc // cancels the bridged request in progress; nil between requests
 	bg        *bgRead
 	watch     *clientWatch // a natively answered request's delayed watch (native.go), made once
+
+	pipelined int  // answers gathered in out since the last flush
+	turn      int  // answers since the goroutine last yielded
+	headArmed bool // the head being read is under the header timeout
+	resume    bool // readHead resumes a head the read loop waited on
+
+	// The read loop (loop.go): the socket, when the loop can serve this
+	// connection, and the loop's state while it runs.
+	raw     syscall.RawConn
+	noter   readNoter // the wrapper told of the loop's reads, if any
+	inLoop  bool      // the goroutine is inside the loop's RawConn.Read call
+	fd      int       // the socket, inside the loop
+	drained bool      // the loop's last read emptied the socket: wait before the next
+	reads   int       // the loop's reads (Server.loopReads)
+	sure    bool      // drained because a read found nothing (not only came back short)
+	probing bool      // the socket's read deadline is the probe's, at probeAt
+	probeAt time.Time
+	next    int // what the loop hands to the ordinary path (loopEnd...)
+	pn      int // loopDispatch: the head's length and error
+	perr    error
+	pnow    time.Time // loopBridge: the request's start and keep-alive
+	pkeep   bool
+	cont    func()       // loopContinue: the FastHandler's Continue function,
+	contH   http.Handler // or ContinueWith's handler
 }
 
 // Kinds of read deadline.
@@ -113,37 +138,73 @@ func (c *conn) serve() {
 	if t := c.s.cfg.ReadHeaderTimeout; t > 0 {
 		c.setReadDeadline(c.accepted.Add(t), dlHeader)
 	}
-	pipelined := 0 // answers gathered in out since the last flush
-	turn := 0      // answers since the goroutine last yielded
+	c.setupLoop()
 	for {
-		keep := c.serveOne()
-		if !keep || c.werr != nil {
-			return
-		}
-		pipelined++
-		turn++
-		if c.r == c.w || pipelined >= maxPipelined || len(c.out) > 32<<10 {
-			if !c.flush() {
+		var keep bool
+		if c.raw == nil {
+			keep = c.serveOne()
+		} else {
+			switch c.readLoop() {
+			case loopAgain:
+				continue
+			case loopEnd:
 				return
+			case loopDispatch:
+				keep = c.dispatch(c.pn, c.perr)
+			case loopBridge:
+				keep = c.serveHandler(c.pnow, c.pkeep, c.s.handler)
+				c.reqs++
+			case loopContinue:
+				fn, h := c.cont, c.contH
+				c.cont, c.contH = nil, nil
+				if h != nil {
+					c.fresp.ServeWith(h)
+				} else {
+					fn()
+				}
+				c.reqs++
+				keep = c.fresp.keep
 			}
-			pipelined = 0
+			c.perr = nil
 		}
-		if c.r == c.w {
-			c.shrink()
-		}
-		c.setState(http.StateIdle)
-		if !c.s.keepAlives() {
-			// Shutdown began while this request ran: it was answered
-			// with Connection: close.
+		if !c.afterAnswer(keep) {
 			return
-		}
-		if turn >= maxTurn {
-			if !c.endTurn() {
-				return
-			}
-			turn = 0
 		}
 	}
+}
+
+// afterAnswer ends an answer: what is gathered is written when the
+// read buffer holds no further request (or enough answers are waiting),
+// the connection turns idle, and every maxTurn answers it yields. It
+// reports whether the connection carries another request.
+func (c *conn) afterAnswer(keep bool) bool {
+	if !keep || c.werr != nil {
+		return false
+	}
+	c.pipelined++
+	c.turn++
+	if c.r == c.w || c.pipelined >= maxPipelined || len(c.out) > 32<<10 {
+		if !c.flush() {
+			return false
+		}
+		c.pipelined = 0
+	}
+	if c.r == c.w {
+		c.shrink()
+	}
+	c.setState(http.StateIdle)
+	if !c.s.keepAlives() {
+		// Shutdown began while this request ran: it was answered
+		// with Connection: close.
+		return false
+	}
+	if c.turn >= maxTurn {
+		if !c.endTurn() {
+			return false
+		}
+		c.turn = 0
+	}
+	return true
 }
 
 // endTurn ends the connection's turn on its P after maxTurn answers:
@@ -171,6 +232,9 @@ func (c *conn) finish() {
 		return // closed, and forgotten by the server, by its new owner
 	}
 	c.stopBackgroundRead()
+	if c.reads > 0 {
+		c.s.loopReads.Add(uint64(c.reads))
+	}
 	if c.werr == nil && len(c.out) > 0 {
 		c.flush()
 	}
@@ -189,6 +253,12 @@ func (c *conn) logf(format string, args ...any) {
 // connection may carry another.
 func (c *conn) serveOne() bool {
 	n, err := c.readHead()
+	return c.dispatch(n, err)
+}
+
+// dispatch answers the request whose head readHead read (n bytes), or
+// ends the connection on readHead's error.
+func (c *conn) dispatch(n int, err error) bool {
 	if c.reqs > 0 || c.w > 0 || n > 0 {
 		// net/http's order: the connection turns active once bytes of a
 		// request were read, even when reading them failed.
@@ -233,11 +303,16 @@ func (c *conn) serveOne() bool {
 // ReadHeaderTimeout for the rest of its head.
 func (c *conn) readHead() (int, error) {
 	cfg := &c.s.cfg
-	if c.reqs > 0 && c.r == c.w && cfg.IdleTimeout > 0 {
-		c.renewReadDeadline(cfg.IdleTimeout, dlIdle)
+	if c.resume {
+		// The read loop waited on this head: its deadlines stand.
+		c.resume = false
+	} else {
+		if c.reqs > 0 && c.r == c.w && cfg.IdleTimeout > 0 {
+			c.renewReadDeadline(cfg.IdleTimeout, dlIdle)
+		}
+		// The first request's header deadline was armed at the accept.
+		c.headArmed = c.reqs == 0 && cfg.ReadHeaderTimeout > 0
 	}
-	// The first request's header deadline was armed at the accept.
-	armed := c.reqs == 0 && cfg.ReadHeaderTimeout > 0
 	for {
 		if c.w > c.r {
 			n, err := parseHead(c.buf[c.r:c.w], &c.h)
@@ -248,12 +323,12 @@ func (c *conn) readHead() (int, error) {
 				return 0, errHeadTooLarge
 			}
 			switch {
-			case !armed && cfg.ReadHeaderTimeout > 0:
+			case !c.headArmed && cfg.ReadHeaderTimeout > 0:
 				// The request's first bytes are in: the rest of the head
 				// is under the header timeout from now.
 				c.setReadDeadline(time.Now().Add(cfg.ReadHeaderTimeout), dlHeader)
-				armed = true
-			case !armed && c.readKind == dlIdle:
+				c.headArmed = true
+			case !c.headArmed && c.readKind == dlIdle:
 				c.setReadDeadline(time.Time{}, dlNone) // no header timeout: the idle one must not cut a head
 			}
 		}
@@ -275,6 +350,17 @@ func (c *conn) fill() error {
 		nb := make([]byte, 2*len(c.buf))
 		copy(nb, c.buf[:c.w])
 		c.buf = nb
+	}
+	if c.inLoop {
+		if c.drained {
+			return errWait
+		}
+		n, err := c.rawRead(c.buf[c.w:])
+		c.w += n
+		if n > 0 {
+			return nil
+		}
+		return err
 	}
 	n, err := c.rwc.Read(c.buf[c.w:])
 	c.w += n
@@ -302,12 +388,12 @@ func (c *conn) setReadDeadline(t time.Time, kind int) {
 	if kind == dlBody {
 		if bd, ok := c.rwc.(bodyDeadliner); ok {
 			_ = bd.SetBodyReadDeadline(t)
-			c.readDL, c.readKind = t, kind
+			c.readDL, c.readKind, c.probing = t, kind, false
 			return
 		}
 	}
 	_ = c.rwc.SetReadDeadline(t)
-	c.readDL, c.readKind = t, kind
+	c.readDL, c.readKind, c.probing = t, kind, false
 }
 
 // renewReadDeadline sets the read deadline to timeout from now, unless

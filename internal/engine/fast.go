@@ -157,6 +157,7 @@ func (w *Response) ServeWith(h http.Handler) {
 	if w.wrote {
 		panic("engine: Response.ServeWith after an answer")
 	}
+	w.c.mustLeaveLoop("ServeWith")
 	w.wrote = true
 	w.keep = w.c.serveHandler(w.now, w.keep, h)
 }

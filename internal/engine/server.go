@@ -110,6 +110,9 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[*net.Listener]struct{}
 	conns     map[*conn]struct{}
+	// loopReads counts the read loop's system calls on connections that
+	// closed (tests check that a request costs one).
+	loopReads atomic.Uint64
 	drained   chan struct{} // closed when conns empties during shutdown; nil before
 
 	shutting  atomic.Bool

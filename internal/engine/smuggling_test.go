@@ -17,8 +17,12 @@ import (
 // closes), so the bytes after it are never read as a request. Each case
 // sends raw bytes on one connection.
 func TestSmugglingIsRefused(t *testing.T) {
+	forEachReadPath(t, smugglingIsRefused)
+}
+
+func smugglingIsRefused(t *testing.T, path func(Config) Config) {
 	h := &echo{}
-	_, addr := serveEngine(t, Config{Handler: h, ReadHeaderTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second})
+	_, addr := serveEngine(t, path(Config{Handler: h, ReadHeaderTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second}))
 	for _, c := range httpmatrix.Smuggling() {
 		t.Run(c.Name, func(t *testing.T) {
 			raw := rawExchange(t, addr, c.Raw)

@@ -33,6 +33,11 @@ func New(h *static.Handler, cfg Config) *Fast {
 	return &Fast{h: h, deadline: http.CanonicalHeaderKey(cfg.DeadlineHeader)}
 }
 
+// ReadLoop reports that ServeFast may run inside the engine's read
+// loop: it writes its answers at once and passes the rest (which the
+// engine then serves outside the loop).
+func (f *Fast) ReadLoop() bool { return true }
+
 // ServeFast answers what static's core decides, and passes the rest.
 func (f *Fast) ServeFast(w *engine.Response, r *engine.Request) bool {
 	p, ok := r.Path()

@@ -1,0 +1,379 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testutil"
+)
+
+// loopFunc is a FastHandler that runs inside the read loop.
+type loopFunc func(w *Response, r *Request) bool
+
+func (f loopFunc) ServeFast(w *Response, r *Request) bool { return f(w, r) }
+func (loopFunc) ReadLoop() bool                           { return true }
+
+// declineLoop sends every request on to Config.Handler, after the read
+// loop parsed it: the ordinary path's answers, the loop's reading.
+func withLoop(cfg Config) Config {
+	cfg.Fast = loopFunc(func(*Response, *Request) bool { return false })
+	return cfg
+}
+
+// forEachReadPath runs test on the ordinary path and on the read loop.
+func forEachReadPath(t *testing.T, test func(t *testing.T, path func(Config) Config)) {
+	t.Run("ordinary", func(t *testing.T) { test(t, func(c Config) Config { return c }) })
+	t.Run("loop", func(t *testing.T) { test(t, withLoop) })
+}
+
+var okLines = []byte("Content-Type: text/plain\r\nContent-Length: 2\r\n")
+
+// A request answered in the read loop costs one read: the loop waits
+// after a read that emptied the socket instead of reading again to find
+// it empty.
+func TestLoopReadsOncePerRequest(t *testing.T) {
+	s, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	const n = 200
+	for i := range n {
+		if _, err := fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: x\r\n\r\n", i); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
+			t.Fatalf("request %d: body %q", i, b)
+		}
+	}
+	c.Close()
+	testutil.EventuallyWithin(t, 5*time.Second, "the connection's end", func() bool { return s.loopReads.Load() > 0 })
+	// n reads with a request each, the one that sees the end, and a
+	// little slack for a wake-up that finds nothing (readiness raised
+	// while the goroutine ran); two reads per request would be 2n.
+	if got := s.loopReads.Load(); got < n+1 || got > n+n/10 {
+		t.Errorf("%d reads for %d requests, want about one each", got, n)
+	}
+}
+
+// notingConn is a wrapper that keeps books on reads, as connlimit.Conn
+// does: the loop reads under it and reports each read.
+type notingConn struct {
+	net.Conn
+	reads, noted, bytes atomic.Int64
+}
+
+func (c *notingConn) Read(p []byte) (int, error) {
+	c.reads.Add(1)
+	return c.Conn.Read(p)
+}
+func (c *notingConn) NetConn() net.Conn { return c.Conn }
+func (c *notingConn) NoteRead(n int, err error) {
+	c.noted.Add(1)
+	c.bytes.Add(int64(n))
+}
+
+type notingListener struct {
+	net.Listener
+	conns chan *notingConn
+}
+
+func (l notingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	nc := &notingConn{Conn: c}
+	l.conns <- nc
+	return nc, nil
+}
+
+// The loop reads under a wrapper that hands out its connection, and
+// tells the wrapper of every read with bytes.
+func TestLoopTellsTheWrapperOfItsReads(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := notingListener{inner, make(chan *notingConn, 1)}
+	s := New(Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	defer func() {
+		s.Close()
+		<-done
+	}()
+	reqs := "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+	raw := rawExchange(t, inner.Addr().String(), reqs+reqs+reqs)
+	if got := strings.Count(raw, "HTTP/1.1 200 OK"); got != 3 {
+		t.Fatalf("%d answers, want 3: %q", got, raw)
+	}
+	nc := <-l.conns
+	testutil.EventuallyWithin(t, 5*time.Second, "the connection's end", func() bool { return s.loopReads.Load() > 0 })
+	if r := nc.reads.Load(); r != 0 {
+		t.Errorf("the wrapper's Read was called %d times; the loop reads the socket itself", r)
+	}
+	if b := nc.bytes.Load(); b != int64(3*len(reqs)) {
+		t.Errorf("the wrapper heard of %d bytes read, want %d", b, 3*len(reqs))
+	}
+	if nc.noted.Load() == 0 {
+		t.Error("the wrapper heard of no read")
+	}
+}
+
+// A head that arrives a byte at a time stays under the header timeout
+// that its first byte started, however often the loop waits for the
+// next byte (slowloris).
+func TestLoopHeaderTimeoutHoldsAcrossWaits(t *testing.T) {
+	_, addr := serveEngine(t, Config{ReadHeaderTimeout: 300 * time.Millisecond, Fast: loopFunc(func(w *Response, r *Request) bool {
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan time.Time, 1)
+	go func() {
+		io.Copy(io.Discard, br)
+		closed <- time.Now()
+	}()
+	start := time.Now()
+	head := "GET /b HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("a", 50)
+	for i := 0; i < len(head); i++ {
+		select {
+		case at := <-closed:
+			if d := at.Sub(start); d > 2*time.Second {
+				t.Fatalf("closed %v after the head began, want about 300ms", d)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if _, err := c.Write([]byte{head[i]}); err != nil {
+			return // closed under the write: the timeout held
+		}
+	}
+	t.Fatalf("a head trickled for %v without the header timeout closing the connection", time.Since(start))
+}
+
+// A client that half-closes right after its request: the end came with
+// the request's bytes, so no readiness follows the read that took them;
+// the loop's probe sees it, and the connection closes after the answer.
+func TestLoopSeesAnEndThatCameWithTheRequest(t *testing.T) {
+	_, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	for range 3 {
+		start := time.Now()
+		raw := rawExchange(t, addr, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+		if !strings.HasSuffix(raw, "\r\n\r\nok") {
+			t.Fatalf("answer %q", raw)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("the connection closed %v after the client's end, want within about %v", d, loopProbe)
+		}
+	}
+}
+
+// The idle timeout closes a connection that waits in the loop.
+func TestLoopIdleTimeout(t *testing.T) {
+	_, addr := serveEngine(t, Config{IdleTimeout: 200 * time.Millisecond, Fast: loopFunc(func(w *Response, r *Request) bool {
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	start := time.Now()
+	c.SetReadDeadline(start.Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("read on an idle connection: %v, want EOF", err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("closed after %v, before the idle timeout", d)
+	}
+}
+
+// On one connection, pipelined: answers from the loop, a request with a
+// body (read outside it), one the FastHandler declines (the bridge), one
+// finished through Continue and one through ContinueWith, in order.
+func TestLoopHandsOffAndComesBack(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "bridge %s %s", r.URL.Path, b)
+	})
+	// Without FastBodies the request with a body goes to the handler
+	// without being offered to the FastHandler, as on the ordinary path.
+	_, addr := serveEngine(t, Config{Handler: h, Fast: loopFunc(func(w *Response, r *Request) bool {
+		p, _ := r.Path()
+		switch {
+		case p == "/decline":
+			return false
+		case p == "/continue":
+			w.Continue(func() {
+				// What only the ordinary path may do: watch the client.
+				w.WatchClient(time.Hour, func() {})
+				w.Unwatch()
+				st := w.Stream(nil)
+				io.WriteString(st, "continued")
+				w.End()
+			})
+		case p == "/with":
+			w.ContinueWith(h)
+		default:
+			w.Write(200, []byte("Content-Length: 4\r\n"), []byte("loop"))
+		}
+		return true
+	})})
+	reqs := []string{
+		"GET /a HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+		"GET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /decline HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /continue HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /with HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+	}
+	want := []string{"loop", "bridge /p hello", "loop", "bridge /decline ", "continued", "bridge /with ", "loop"}
+	for _, pipelined := range []bool{true, false} {
+		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			if pipelined {
+				io.WriteString(c, strings.Join(reqs, ""))
+			}
+			for i, req := range reqs {
+				if !pipelined {
+					io.WriteString(c, req)
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("answer %d: %v", i, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if string(b) != want[i] {
+					t.Errorf("answer %d: %q, want %q", i, b, want[i])
+				}
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("after Connection: close: %v, want EOF", err)
+			}
+		})
+	}
+}
+
+// A ReadLoopHandler that calls ServeWith itself would read the
+// connection under the loop's lock: it panics, the connection closes,
+// the server goes on.
+func TestLoopRefusesServeWithInside(t *testing.T) {
+	var mu lockedBuffer
+	_, addr := serveEngine(t, Config{ErrorLog: log.New(&mu, "", 0), Fast: loopFunc(func(w *Response, r *Request) bool {
+		if p, _ := r.Path(); p == "/bad" {
+			w.ServeWith(http.NotFoundHandler())
+			return true
+		}
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	raw := rawExchange(t, addr, "GET /bad HTTP/1.1\r\nHost: x\r\n\r\n")
+	if raw != "" {
+		t.Errorf("answer %q, want the connection closed", raw)
+	}
+	if !strings.Contains(mu.String(), "inside the read loop") {
+		t.Errorf("log %q does not say why", mu.String())
+	}
+	if raw := rawExchange(t, addr, "GET /good HTTP/1.1\r\nHost: x\r\n\r\n"); !strings.Contains(raw, "200 OK") {
+		t.Errorf("the next connection got %q", raw)
+	}
+}
+
+// Close ends connections waiting in the loop at once.
+func TestLoopCloseEndsWaitingConnections(t *testing.T) {
+	s, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	var conns []net.Conn
+	for range 8 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	start := time.Now()
+	s.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err == nil || n > 0 {
+			t.Errorf("connection %d still open after Close (%d, %v)", i, n, err)
+		}
+	}
+}
+
+// lockedBuffer is a log sink that goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
