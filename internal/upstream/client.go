@@ -138,7 +138,7 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		body = nil
 	}
 	for try := 0; ; try++ {
-		cn, err := hp.get(ctx, try > 0)
+		cn, err := hp.get(ctx, try > 0, body == nil)
 		if err != nil {
 			if body != nil {
 				body.Close()
@@ -148,6 +148,12 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := cn.roundTrip(ctx, req, w, body)
 		if err == nil {
 			return resp, nil
+		}
+		if err == errStale && ctx.Err() == nil {
+			// Nothing was sent on it: another connection, as get
+			// does when its look finds one closed.
+			try--
+			continue
 		}
 		var ne *notAnsweredError
 		if try > 0 || !cn.reused || !errors.As(err, &ne) || !replayable(req) || ctx.Err() != nil {
@@ -249,15 +255,16 @@ type hostPool struct {
 }
 
 // get returns an idle connection that is still open, or a new one
-// (always a new one with fresh).
-func (hp *hostPool) get(ctx context.Context, fresh bool) (*conn, error) {
+// (always a new one with fresh). With later, the look at an idle
+// connection's socket is left to the exchange (usable).
+func (hp *hostPool) get(ctx context.Context, fresh, later bool) (*conn, error) {
 	if !fresh {
 		for {
 			cn := hp.takeIdle()
 			if cn == nil {
 				break
 			}
-			if cn.usable() {
+			if cn.usable(later) {
 				return cn, nil
 			}
 			cn.close()

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -425,6 +426,48 @@ func TestBytesPastAnAnswerAreNeverTheNextAnswer(t *testing.T) {
 	_ = resp
 }
 
+// The same with the unasked-for bytes arriving after the answer was
+// read, while the connection sits in the pool: the look at the socket
+// before the next request is sent finds them.
+func TestBytesArrivingOnAnIdleConnectionAreNeverAnAnswer(t *testing.T) {
+	var conns atomic.Int32
+	u := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		if conns.Add(1) <= 2 {
+			// The first two connections (the GET's and the POST's
+			// look) send an answer nobody asked for while idle.
+			time.Sleep(20 * time.Millisecond)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nevil!")
+		}
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	c := newClient(t, Config{})
+	if _, b := mustGet(t, c, u.url().String()); b != "ok" {
+		t.Fatalf("first answer %q", b)
+	}
+	for _, method := range []string{"GET", "POST"} {
+		time.Sleep(60 * time.Millisecond) // the bytes reach the pooled connection
+		req, _ := http.NewRequest(method, u.url().String(), nil)
+		resp, err := c.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "ok" {
+			t.Fatalf("%s answered %q: bytes nobody asked for were read as its answer", method, b)
+		}
+	}
+}
+
 // An upstream that closes an idle connection: the next request finds it
 // closed before sending (or replays on a fresh one), and succeeds.
 func TestStaleConnectionNotUsed(t *testing.T) {
@@ -438,17 +481,21 @@ func TestStaleConnectionNotUsed(t *testing.T) {
 		// no Connection: close, and then the connection closes
 	})
 	c := newClient(t, Config{})
-	mustGet(t, c, u.url().String())
-	time.Sleep(20 * time.Millisecond) // the close reaches this side
 	// A POST cannot be replayed: it must not be sent on the dead one.
-	req, _ := http.NewRequest("POST", u.url().String(), strings.NewReader("body"))
-	resp, err := c.RoundTrip(req)
-	if err != nil {
-		t.Fatalf("POST after the upstream closed the idle connection: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || u.accepted() != 2 {
-		t.Fatalf("status %d, %d connections", resp.StatusCode, u.accepted())
+	// With a body the pool looks at the socket before the exchange;
+	// without one the look comes in the call that sends it.
+	for i, body := range []io.Reader{strings.NewReader("body"), nil} {
+		mustGet(t, c, u.url().String())
+		time.Sleep(20 * time.Millisecond) // the close reaches this side
+		req, _ := http.NewRequest("POST", u.url().String(), body)
+		resp, err := c.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("POST (body %v) after the upstream closed the idle connection: %v", body != nil, err)
+		}
+		resp.Body.Close()
+		if want := 2 * (i + 1); resp.StatusCode != 200 || u.accepted() != want {
+			t.Fatalf("status %d, %d connections, want %d", resp.StatusCode, u.accepted(), want)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -191,8 +192,15 @@ func hasToken(vv []string, token string) bool {
 
 // conn is one connection to an upstream.
 type conn struct {
-	hp *hostPool
-	nc net.Conn
+	hp  *hostPool
+	nc  net.Conn
+	raw syscall.RawConn // nc's socket, for sendAndRead; nil for TLS
+
+	// peek: the pooled connection was taken without the look at its
+	// socket, which sendAndRead makes before it writes. pending: the
+	// error of sendAndRead's read, for fill.
+	peek    bool
+	pending error
 
 	buf  []byte // read buffer; unread bytes are buf[r:w]
 	r, w int
@@ -217,7 +225,7 @@ type conn struct {
 }
 
 func newConn(hp *hostPool, nc net.Conn) *conn {
-	cn := &conn{hp: hp, nc: nc, buf: make([]byte, initialReadBuffer)}
+	cn := &conn{hp: hp, nc: nc, raw: rawOf(nc), buf: make([]byte, initialReadBuffer)}
 	cn.cancelFn = cn.cancel // made once: a method value allocates
 	return cn
 }
@@ -237,13 +245,27 @@ func (cn *conn) close() {
 
 // usable reports whether a pooled connection may carry a request: not
 // idle past the timeout, nothing unread, and not closed by the upstream
-// while it waited (a non-blocking look at the socket).
-func (cn *conn) usable() bool {
+// while it waited (a non-blocking look at the socket). With later, the
+// look is left to sendAndRead, which makes it in the call that sends a
+// request without a body.
+func (cn *conn) usable(later bool) bool {
 	if t := cn.hp.c.cfg.IdleTimeout; t > 0 && time.Since(cn.idleSince) > t {
 		return false
 	}
-	return cn.r == cn.w && peerOpen(cn.nc)
+	if cn.r != cn.w {
+		return false
+	}
+	if later && cn.raw != nil {
+		cn.peek = true
+		return true
+	}
+	return peerOpen(cn.nc)
 }
+
+// errStale is sendAndRead's finding that a pooled connection was closed
+// (or sent bytes nobody asked for) while it waited: nothing was sent on
+// it, so the request goes out on another.
+var errStale = errors.New("upstream: pooled connection closed by the upstream")
 
 // notAnsweredError is a failure on a connection before any byte of an
 // answer came back: on a reused connection, the request may be sent
@@ -299,12 +321,34 @@ func (cn *conn) exchange(req *http.Request, o *outbound, body io.ReadCloser) (*h
 		}
 		body = nil
 	}
-	_, err := cn.nc.Write(b)
-	if cap(b) <= 16<<10 {
-		cn.out = b[:0]
-	} else {
-		cn.out = nil
+	peek := cn.peek
+	cn.peek = false
+	if body == nil && cn.raw != nil {
+		// Written and the answer's first bytes read in one call, the
+		// pooled connection's look at its socket first.
+		cn.headRead = false
+		if cfg.HeaderTimeout > 0 {
+			cn.setReadDeadline(time.Now().Add(cfg.HeaderTimeout))
+		}
+		stale, err := cn.sendAndRead(b, peek)
+		cn.keepOut(b)
+		if stale {
+			return nil, errStale
+		}
+		if err != nil {
+			return nil, cn.notAnswered(err)
+		}
+		return cn.readResponse(req, o)
 	}
+	if peek && !peerOpen(cn.nc) {
+		cn.keepOut(b)
+		if body != nil {
+			body.Close()
+		}
+		return nil, errStale
+	}
+	_, err := cn.nc.Write(b)
+	cn.keepOut(b)
 	if err != nil {
 		if body != nil {
 			body.Close()
@@ -321,6 +365,16 @@ func (cn *conn) exchange(req *http.Request, o *outbound, body io.ReadCloser) (*h
 		cn.setReadDeadline(time.Now().Add(cfg.HeaderTimeout))
 	}
 	return cn.readResponse(req, o)
+}
+
+// keepOut keeps the head's buffer for the next exchange, unless it grew
+// large.
+func (cn *conn) keepOut(b []byte) {
+	if cap(b) <= 16<<10 {
+		cn.out = b[:0]
+	} else {
+		cn.out = nil
+	}
 }
 
 // bodyError is the client's body failing: the request was not sent (or
@@ -522,6 +576,10 @@ func (cn *conn) renewReadDeadline(timeout time.Duration) {
 
 // fill reads more bytes into buf, making room first.
 func (cn *conn) fill() error {
+	if err := cn.pending; err != nil {
+		cn.pending = nil
+		return err
+	}
 	if cn.r > 0 && cn.w == len(cn.buf) {
 		cn.w = copy(cn.buf, cn.buf[cn.r:cn.w])
 		cn.r = 0

@@ -2,8 +2,18 @@
 
 package upstream
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 // peerOpen cannot look at the socket here: a stale connection is found
 // by the request that fails on it (and replayed, when it can be).
 func peerOpen(net.Conn) bool { return true }
+
+// rawOf: no socket-level exchange here (see the unix version).
+func rawOf(net.Conn) syscall.RawConn { return nil }
+
+func (cn *conn) sendAndRead([]byte, bool) (bool, error) {
+	panic("upstream: sendAndRead without a socket")
+}

@@ -5,7 +5,9 @@ package upstream
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"syscall"
 )
 
@@ -39,4 +41,95 @@ func peerOpen(nc net.Conn) bool {
 		return true
 	})
 	return open && err == nil
+}
+
+// rawOf returns the socket of a plain TCP or Unix connection (nil for
+// TLS and anything else), for sendAndRead.
+func rawOf(nc net.Conn) syscall.RawConn {
+	var sc syscall.Conn
+	switch t := nc.(type) {
+	case *net.TCPConn:
+		sc = t
+	case *net.UnixConn:
+		sc = t
+	default:
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// sendAndRead writes a request without a body and reads the answer's
+// first bytes, inside one RawConn.Read call: Go's poller forgets a
+// socket's readiness when a read begins, so a write followed by a read
+// costs a read that finds nothing (the upstream has not answered yet)
+// before the wait; readiness raised inside the call is kept, so here the
+// write comes after the call began and the call waits at once. With
+// peek, a pooled connection is first looked at as peerOpen does (bytes
+// nobody asked for, or the upstream's end) and reported stale, nothing
+// sent. A read error is kept for fill.
+func (cn *conn) sendAndRead(b []byte, peek bool) (stale bool, err error) {
+	if cn.r == cn.w {
+		cn.r, cn.w = 0, 0
+	}
+	sent := false
+	var werr, rerr error
+	err = cn.raw.Read(func(fd uintptr) bool {
+		if !sent {
+			sent = true
+			if peek && !socketQuiet(int(fd)) {
+				stale = true
+				return true
+			}
+			_, werr = cn.nc.Write(b)
+			return werr != nil // written: wait for the answer
+		}
+		for {
+			n, e := syscall.Read(int(fd), cn.buf[cn.w:])
+			if e == syscall.EINTR {
+				continue
+			}
+			if e == syscall.EAGAIN {
+				return false
+			}
+			if n > 0 {
+				cn.w += n
+				cn.got = true
+				return true
+			}
+			if e == nil {
+				rerr = io.EOF
+			} else {
+				rerr = &net.OpError{Op: "read", Net: cn.nc.LocalAddr().Network(), Source: cn.nc.LocalAddr(),
+					Addr: cn.nc.RemoteAddr(), Err: os.NewSyscallError("read", e)}
+			}
+			return true
+		}
+	})
+	switch {
+	case stale:
+		return true, nil
+	case werr != nil:
+		return false, werr
+	case err == nil:
+		err = rerr
+	}
+	cn.pending = err
+	return false, nil
+}
+
+// socketQuiet reports whether an idle connection's socket holds nothing
+// and has not ended (see peerOpen).
+func socketQuiet(fd int) bool {
+	var b [1]byte
+	for {
+		n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == syscall.EINTR {
+			continue
+		}
+		return n <= 0 && err == syscall.EAGAIN
+	}
 }
