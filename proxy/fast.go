@@ -128,7 +128,7 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 		return true
 	}
 	if f.native(r) {
-		w.Continue(func() { f.forwardNative(w, r, adm, qa, rt) })
+		f.forwardNative(w, r, adm, qa, rt)
 		return true
 	}
 	w.ContinueWith(&admittedHandler{p: p, rt: rt, adm: adm, qa: qa})
@@ -136,8 +136,9 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 }
 
 // ReadLoop reports that ServeFast may run inside the engine's read
-// loop: what needs the connection's reads (the bridge, the native path's
-// watch for the client) it finishes through Continue and ContinueWith.
+// loop: what goes through the bridge it hands over with ContinueWith.
+// A natively forwarded request stays in the loop (its watch for the
+// client reads a second descriptor of the socket there).
 func (f *fastPath) ReadLoop() bool { return true }
 
 // staleMayAnswer reports whether a stale copy could answer this refusal

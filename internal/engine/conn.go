@@ -92,7 +92,21 @@ const (
 )
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, rwc: nc, accepted: time.Now()}
+	c := &conn{s: s, rwc: nc, accepted: time.Now()}
+	c.setupLoop() // before the goroutine starts: closeNow reads raw
+	return c
+}
+
+// closeNow closes the connection from another goroutine (Close,
+// closeIdle). One the read loop may be serving is shut down instead:
+// Close would wait for the loop's call to return, and a request
+// forwarded inside it may wait on a slow upstream.
+func (c *conn) closeNow() {
+	if c.raw != nil {
+		shutdownSocket(c.raw)
+		return
+	}
+	_ = c.rwc.Close()
 }
 
 func (c *conn) setState(st http.ConnState) {
@@ -138,7 +152,6 @@ func (c *conn) serve() {
 	if t := c.s.cfg.ReadHeaderTimeout; t > 0 {
 		c.setReadDeadline(c.accepted.Add(t), dlHeader)
 	}
-	c.setupLoop()
 	for {
 		var keep bool
 		if c.raw == nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -183,23 +184,39 @@ func TestLoopHeaderTimeoutHoldsAcrossWaits(t *testing.T) {
 	t.Fatalf("a head trickled for %v without the header timeout closing the connection", time.Since(start))
 }
 
-// A client that half-closes right after its request: the end came with
-// the request's bytes, so no readiness follows the read that took them;
-// the loop's probe sees it, and the connection closes after the answer.
+// A client that half-closes right after its request: when the end
+// comes with the request's bytes, no readiness follows the read that
+// took them; the loop's probe sees it, and the connection closes after
+// the answer. Here the second request and the end arrive while the
+// first is being answered, so the wake-up that reads them is the last.
 func TestLoopSeesAnEndThatCameWithTheRequest(t *testing.T) {
 	_, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		if p, _ := r.Path(); p == "/slow" {
+			time.Sleep(50 * time.Millisecond)
+		}
 		w.Write(200, okLines, []byte("ok"))
 		return true
 	})})
-	for range 3 {
-		start := time.Now()
-		raw := rawExchange(t, addr, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-		if !strings.HasSuffix(raw, "\r\n\r\nok") {
-			t.Fatalf("answer %q", raw)
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("the connection closed %v after the client's end, want within about %v", d, loopProbe)
-		}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(10 * time.Millisecond) // the server is answering it
+	io.WriteString(c, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.(*net.TCPConn).CloseWrite()
+	start := time.Now()
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("no end within 5 s after the client's (%q): %v", b, err)
+	}
+	if got := strings.Count(string(b), "200 OK"); got != 2 {
+		t.Fatalf("%d answers: %q", got, b)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the connection closed %v after the client's end, want within about %v", d, loopProbe)
 	}
 }
 
@@ -248,12 +265,8 @@ func TestLoopHandsOffAndComesBack(t *testing.T) {
 			return false
 		case p == "/continue":
 			w.Continue(func() {
-				// What only the ordinary path may do: watch the client.
-				w.WatchClient(time.Hour, func() {})
-				w.Unwatch()
-				st := w.Stream(nil)
-				io.WriteString(st, "continued")
-				w.End()
+				// What only the ordinary path may do: the bridge.
+				w.ServeWith(h)
 			})
 		case p == "/with":
 			w.ContinueWith(h)
@@ -271,7 +284,7 @@ func TestLoopHandsOffAndComesBack(t *testing.T) {
 		"GET /with HTTP/1.1\r\nHost: x\r\n\r\n",
 		"GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
 	}
-	want := []string{"loop", "bridge /p hello", "loop", "bridge /decline ", "continued", "bridge /with ", "loop"}
+	want := []string{"loop", "bridge /p hello", "loop", "bridge /decline ", "bridge /continue ", "bridge /with ", "loop"}
 	for _, pipelined := range []bool{true, false} {
 		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
 			c, err := net.Dial("tcp", addr)
@@ -376,4 +389,47 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Close does not wait for a request served inside the loop (a request
+// forwarded to a slow upstream waits there): the socket is shut down at
+// once, and the request's watch sees the client's end.
+func TestLoopCloseDoesNotWaitForARequest(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1)
+	s, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w.WatchClient(time.Millisecond, cancel)
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+		case <-release:
+		}
+		w.Unwatch()
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	done := make(chan struct{})
+	go func() {
+		s.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close waited for the request in the loop")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+		t.Errorf("after Close the client read %q, %v; want the end", b, err)
+	}
 }

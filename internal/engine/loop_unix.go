@@ -41,3 +41,31 @@ func (c *conn) rawRead(p []byte) (int, error) {
 		return n, err
 	}
 }
+
+// dupConn returns a second connection on the socket fd (its own
+// descriptor, registered with the poller on its own), for the client
+// watch of a request served inside the read loop. Made only when a watch
+// starts (an upstream slower than the watch's delay).
+func dupConn(fd int) (net.Conn, error) {
+	syscall.ForkLock.RLock()
+	nfd, err := syscall.Dup(fd)
+	if err == nil {
+		syscall.CloseOnExec(nfd)
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, os.NewSyscallError("dup", err)
+	}
+	f := os.NewFile(uintptr(nfd), "client")
+	nc, err := net.FileConn(f) // a descriptor of its own again
+	f.Close()
+	return nc, err
+}
+
+// shutdownSocket ends a connection at once without closing its
+// descriptor: every wait on it ends, the peer sees the end, and the
+// connection's goroutine closes it (Close would wait for a goroutine
+// inside the read loop).
+func shutdownSocket(rc syscall.RawConn) {
+	_ = rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+}

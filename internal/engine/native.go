@@ -121,7 +121,6 @@ var errAborted = errors.New("engine: answer aborted")
 // (the client is still there).
 func (w *Response) WatchClient(delay time.Duration, cancel func()) {
 	c := w.c
-	c.mustLeaveLoop("WatchClient")
 	// Whether it is a HEAD, read now: the method's bytes may move at
 	// Unwatch.
 	w.isHead, w.headSet = string(c.h.method) == http.MethodHead, true

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -83,9 +86,17 @@ var streamDateLine = regexp.MustCompile(`Date: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2}
 // TestWatchClientAfterDelay: a request answered within the delay starts
 // no read; one still waiting after it sees the client leave (cancel is
 // called); Abort closes the connection without the rest of the answer.
+// Inside the read loop the watch reads a second descriptor of the
+// socket; a byte it reads (the next pipelined request) is kept.
 func TestWatchClientAfterDelay(t *testing.T) {
+	t.Run("ordinary", func(t *testing.T) { watchClientAfterDelay(t, false) })
+	t.Run("loop", func(t *testing.T) { watchClientAfterDelay(t, true) })
+}
+
+func watchClientAfterDelay(t *testing.T, loop bool) {
 	canceled := make(chan bool, 1)
-	_, addr := serveEngine(t, Config{Fast: fastFunc(func(w *Response, r *Request) bool {
+	var fast FastHandler
+	handler := func(w *Response, r *Request) bool {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		path, _ := r.Path()
@@ -97,6 +108,18 @@ func TestWatchClientAfterDelay(t *testing.T) {
 			}
 			st := w.Stream(nil)
 			_, _ = st.Write([]byte("quick"))
+			w.End()
+			return true
+		}
+		if path == "/wait" {
+			// Waits past the delay while the client sends its next
+			// request: the watch reads its first byte, which stays
+			// the connection's.
+			w.WatchClient(time.Millisecond, cancel)
+			time.Sleep(30 * time.Millisecond)
+			gone := w.Unwatch()
+			st := w.Stream(nil)
+			fmt.Fprintf(st, "waited, gone %v", gone)
 			w.End()
 			return true
 		}
@@ -113,7 +136,32 @@ func TestWatchClientAfterDelay(t *testing.T) {
 		_, _ = st.Write([]byte("never sent"))
 		w.Abort()
 		return true
-	})})
+	}
+	if loop {
+		fast = loopFunc(handler)
+	} else {
+		fast = fastFunc(handler)
+	}
+	_, addr := serveEngine(t, Config{Fast: fast})
+	pc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(pc)
+	io.WriteString(pc, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(10 * time.Millisecond) // past the delay: the watch reads
+	io.WriteString(pc, "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
+	for i, want := range []string{"waited, gone false", "quick"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != want {
+			t.Fatalf("answer %d: %q, want %q", i, b, want)
+		}
+	}
 	if got := rawExchange(t, addr, "GET /quick HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); !strings.HasSuffix(got, "\r\n\r\nquick") {
 		t.Fatalf("quick answer %q", got)
 	}

@@ -256,7 +256,7 @@ func (s *Server) Close() error {
 	defer s.mu.Unlock()
 	err := s.closeListenersLocked()
 	for c := range s.conns {
-		_ = c.rwc.Close()
+		c.closeNow()
 	}
 	return err
 }
@@ -289,7 +289,7 @@ func (s *Server) closeIdle(stale bool) {
 	now := time.Now()
 	for c := range s.conns {
 		if c.claimIdle(stale, now) {
-			_ = c.rwc.Close()
+			c.closeNow()
 		}
 	}
 }
