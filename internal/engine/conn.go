@@ -72,15 +72,19 @@ type conn struct {
 	drained bool      // the loop's last read emptied the socket: wait before the next
 	reads   int       // the loop's reads (Server.loopReads)
 	sure    bool      // drained because a read found nothing (not only came back short)
-	probing bool      // the socket's read deadline is the probe's, at probeAt
-	probeAt time.Time
-	next    int // what the loop hands to the ordinary path (loopEnd...)
-	pn      int // loopDispatch: the head's length and error
-	perr    error
-	pnow    time.Time // loopBridge: the request's start and keep-alive
-	pkeep   bool
-	cont    func()       // loopContinue: the FastHandler's Continue function,
-	contH   http.Handler // or ContinueWith's handler
+	// unverified: waiting in the loop after a short read only, for the
+	// sweeper to look at (loop.go).
+	unverified atomic.Bool
+	// lastReq and prevReq: when the loop's last two requests began (how
+	// busy the connection is).
+	lastReq, prevReq time.Time
+	next             int // what the loop hands to the ordinary path (loopEnd...)
+	pn               int // loopDispatch: the head's length and error
+	perr             error
+	pnow             time.Time // loopBridge: the request's start and keep-alive
+	pkeep            bool
+	cont             func()       // loopContinue: the FastHandler's Continue function,
+	contH            http.Handler // or ContinueWith's handler
 }
 
 // Kinds of read deadline.
@@ -158,8 +162,6 @@ func (c *conn) serve() {
 			keep = c.serveOne()
 		} else {
 			switch c.readLoop() {
-			case loopAgain:
-				continue
 			case loopEnd:
 				return
 			case loopDispatch:
@@ -401,12 +403,12 @@ func (c *conn) setReadDeadline(t time.Time, kind int) {
 	if kind == dlBody {
 		if bd, ok := c.rwc.(bodyDeadliner); ok {
 			_ = bd.SetBodyReadDeadline(t)
-			c.readDL, c.readKind, c.probing = t, kind, false
+			c.readDL, c.readKind = t, kind
 			return
 		}
 	}
 	_ = c.rwc.SetReadDeadline(t)
-	c.readDL, c.readKind, c.probing = t, kind, false
+	c.readDL, c.readKind = t, kind
 }
 
 // renewReadDeadline sets the read deadline to timeout from now, unless

@@ -48,6 +48,15 @@
 //     of its timeout, so a busy keep-alive connection arms no timer per
 //     request. ConnState is called at net/http's points, so connlimit's
 //     idle and header-timeout counters work unchanged.
+//   - the read loop (loop.go): a connection whose FastHandler is a
+//     ReadLoopHandler (the proxy's, serve's) is served inside one
+//     syscall.RawConn.Read call, reading its socket itself, so that
+//     after a read that emptied the socket it waits without the read
+//     that would find nothing: a request answered there costs one read
+//     and one write, as nginx's does. Requests with a body, the bridge
+//     (Response.Continue, ContinueWith) and everything the FastHandler
+//     passes leave the loop with their head parsed; a FIN that came
+//     with the last bytes is caught by a bounded wait (200 ms).
 //   - FastHandler, the fast path: asked first for every request without a
 //     body (with Config.FastBodies, for every request); it either writes a
 //     complete answer (status, pre-rendered header lines, body; the engine
@@ -68,7 +77,8 @@
 //     ErrAbortHandler does). Response.WatchClient starts the bridge's
 //     background read only after a delay, from one timer per connection,
 //     so an answer that comes quickly costs no read and no goroutine;
-//     Unwatch ends it. Request.Fields and Field list the parsed fields.
+//     Unwatch ends it. Inside the read loop the watch reads a second
+//     descriptor of the socket (dup), made only when it starts. Request.Fields and Field list the parsed fields.
 //   - the net/http bridge (serveHandler): an *http.Request as net/http
 //     would build it (Host and Transfer-Encoding moved out of Header, the
 //     URL from url.ParseRequestURI), a body reader (Content-Length or
@@ -111,26 +121,24 @@
 //     beside it was answered 1.5 to 5 times as often with the turn as
 //     without (bench/scripts/proxy-flood.sh PIPELINE=64, interleaved
 //     rounds, docs/bench/proxy.md).
-//   - After a refused request the loop reads the connection's next
-//     request at once, on purpose. The next read usually finds nothing
-//     yet (the client is still reading the refusal), fails with EAGAIN
-//     and parks the goroutine in the poller: one read more per answer
-//     than nginx, which knows from epoll that the socket is empty. Three
-//     ways to save it or to put the refused connection behind admitted
-//     work were measured against a refusal flood with an admitted probe,
-//     and none helped the probe: yielding before the read
-//     (runtime.Gosched) keeps the refused goroutines runnable, so the
-//     run queue never drains and the poller, which the scheduler asks
-//     only when it does (or every 10 ms from sysmon), is starved of its
-//     turn to wake admitted work; a short sleep when the process is
-//     saturated wakes the refused goroutines from the timer heap ahead of
-//     the run queue (a woken goroutine runs next); yielding after the
-//     next read did no better than not yielding. Parking in the poller
-//     puts a refused connection in the same queue as an upstream's
-//     answer, in arrival order, which is as fair as Go's scheduler
-//     allows. Saving the read needs readiness the runtime does not expose
-//     (it resets a descriptor's readiness before every read), that is an
-//     event loop of the engine's own.
+//   - After an answer the read loop waits for the connection's next
+//     request without reading first (see the read loop above): the
+//     ordinary path's read that finds nothing (EAGAIN) and parks the
+//     goroutine in the poller is gone, and with it a third of a
+//     refusal's system calls (1.00 reads per refusal instead of 2.00,
+//     counted with perf; docs/bench/serve.md). Three earlier ways to save
+//     that read or to put the refused connection behind admitted work
+//     were measured against a refusal flood with an admitted probe, and
+//     none helped the probe: yielding before the read (runtime.Gosched)
+//     keeps the refused goroutines runnable, so the run queue never
+//     drains and the poller, which the scheduler asks only when it does
+//     (or every 10 ms from sysmon), is starved of its turn to wake
+//     admitted work; a short sleep when the process is saturated wakes
+//     the refused goroutines from the timer heap ahead of the run queue
+//     (a woken goroutine runs next); yielding after the next read did no
+//     better than not yielding. The loop parks a refused connection in
+//     the poller as before, in the same queue as an upstream's answer,
+//     in arrival order, which is as fair as Go's scheduler allows.
 //
 // # Why not fasthttp's server
 //

@@ -186,13 +186,13 @@ func TestLoopHeaderTimeoutHoldsAcrossWaits(t *testing.T) {
 
 // A client that half-closes right after its request: when the end
 // comes with the request's bytes, no readiness follows the read that
-// took them; the loop's probe sees it, and the connection closes after
+// took them; the sweeper sees it, and the connection closes after
 // the answer. Here the second request and the end arrive while the
 // first is being answered, so the wake-up that reads them is the last.
 func TestLoopSeesAnEndThatCameWithTheRequest(t *testing.T) {
 	_, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
 		if p, _ := r.Path(); p == "/slow" {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond)
 		}
 		w.Write(200, okLines, []byte("ok"))
 		return true
@@ -203,12 +203,23 @@ func TestLoopSeesAnEndThatCameWithTheRequest(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Requests close together first (a busy connection, which the
+	// loop does not read again before it waits).
+	br := bufio.NewReader(c)
+	for range 3 {
+		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(10 * time.Millisecond) // the server is answering it
+	time.Sleep(2 * time.Millisecond) // the server is answering it
 	io.WriteString(c, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.(*net.TCPConn).CloseWrite()
 	start := time.Now()
-	b, err := io.ReadAll(c)
+	b, err := io.ReadAll(br)
 	if err != nil {
 		t.Fatalf("no end within 5 s after the client's (%q): %v", b, err)
 	}
@@ -216,7 +227,7 @@ func TestLoopSeesAnEndThatCameWithTheRequest(t *testing.T) {
 		t.Fatalf("%d answers: %q", got, b)
 	}
 	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("the connection closed %v after the client's end, want within about %v", d, loopProbe)
+		t.Fatalf("the connection closed %v after the client's end, want within about %v", d, 2*loopSweep)
 	}
 }
 
@@ -431,5 +442,34 @@ func TestLoopCloseDoesNotWaitForARequest(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
 		t.Errorf("after Close the client read %q, %v; want the end", b, err)
+	}
+}
+
+// A connection whose requests come further apart than loopSweep/8 reads
+// again before it waits, so the sweeper never needs to look at it.
+func TestLoopSlowConnectionNeedsNoSweeper(t *testing.T) {
+	s, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		w.Write(200, okLines, []byte("ok"))
+		return true
+	})})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := range 4 {
+		if i > 0 {
+			time.Sleep(loopSweep/8 + 20*time.Millisecond)
+		}
+		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if s.sweeping.Load() {
+			t.Fatalf("request %d: the sweeper runs for a connection that sends a request every %v", i, loopSweep/8+20*time.Millisecond)
+		}
 	}
 }

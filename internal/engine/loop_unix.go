@@ -69,3 +69,22 @@ func dupConn(fd int) (net.Conn, error) {
 func shutdownSocket(rc syscall.RawConn) {
 	_ = rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 }
+
+// lookForTheEnd looks at the socket without reading it (MSG_PEEK, from
+// the sweeper, outside the loop): if the client's end is there, a
+// shutdown for reading raises the readiness the loop waits for.
+func (c *conn) lookForTheEnd() {
+	_ = c.raw.Control(func(fd uintptr) {
+		var b [1]byte
+		for {
+			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if err == syscall.EINTR {
+				continue
+			}
+			if n == 0 && err == nil || err != nil && err != syscall.EAGAIN {
+				_ = syscall.Shutdown(int(fd), syscall.SHUT_RD)
+			}
+			return
+		}
+	})
+}

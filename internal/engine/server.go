@@ -113,6 +113,7 @@ type Server struct {
 	// loopReads counts the read loop's system calls on connections that
 	// closed (tests check that a request costs one).
 	loopReads atomic.Uint64
+	sweeping  atomic.Bool   // the read loop's sweeper runs (loop.go)
 	drained   chan struct{} // closed when conns empties during shutdown; nil before
 
 	shutting  atomic.Bool

@@ -11,7 +11,14 @@
 //     one non-blocking look at its socket (recv with MSG_PEEK and
 //     MSG_DONTWAIT) tells whether the upstream closed it meanwhile;
 //     net/http keeps a reading goroutine per connection to know the same.
-//     A request that fails on a reused connection before any byte of an
+//     A request without a body (or with one short enough to go with its
+//     head) is written and its answer's first bytes read inside one
+//     syscall.RawConn.Read call, the look first: Go's poller forgets a
+//     socket's readiness when a read begins, so a write followed by a
+//     read would cost a read that finds nothing (the upstream has not
+//     answered yet) before the wait. A connection the look finds closed,
+//     or holding bytes nobody asked for, takes nothing, and the request
+//     goes out on another whatever its method. A request that fails on a reused connection before any byte of an
 //     answer is sent once more on a new one when it can be (no body or
 //     GetBody, an idempotent method or an Idempotency-Key), as net/http
 //     does.
