@@ -730,8 +730,6 @@ type bgRead struct {
 	n      int
 	err    error
 	cancel context.CancelFunc
-	from   net.Conn // what it reads: the connection, or (own) a second descriptor of it
-	own    bool
 }
 
 // startBackgroundRead starts the watch, once the request body (if any)
@@ -740,22 +738,12 @@ func (c *conn) startBackgroundRead(cancel context.CancelFunc) {
 	if c.bg != nil || c.w > c.r {
 		return // already watching, or the next request is already here
 	}
-	bg := &bgRead{done: make(chan struct{}), cancel: cancel, from: c.rwc}
-	if c.inLoop {
-		// The read loop holds the connection's read lock: the watch
-		// reads a second descriptor of the same socket.
-		nc, err := dupConn(c.fd)
-		if err != nil {
-			c.logf("engine: cannot watch %v for its end: %v", c.rwc.RemoteAddr(), err)
-			return
-		}
-		bg.from, bg.own = nc, true
-	}
+	bg := &bgRead{done: make(chan struct{}), cancel: cancel}
 	c.bg = bg
 	c.setReadDeadline(time.Time{}, dlNone)
 	go func() {
 		defer close(bg.done)
-		bg.n, bg.err = bg.from.Read(bg.b[:])
+		bg.n, bg.err = c.rwc.Read(bg.b[:])
 		if bg.n == 0 && bg.err != nil && !isTimeout(bg.err) {
 			bg.cancel()
 		}
@@ -770,11 +758,8 @@ func (c *conn) stopBackgroundRead() {
 		return
 	}
 	c.bg = nil
-	_ = bg.from.SetReadDeadline(aLongTimeAgo)
+	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
 	<-bg.done
-	if bg.own {
-		_ = bg.from.Close()
-	}
 	c.setReadDeadline(time.Time{}, dlNone)
 	if bg.n > 0 {
 		if c.w == len(c.buf) {

@@ -2,10 +2,7 @@
 
 package engine
 
-import (
-	"net"
-	"syscall"
-)
+import "syscall"
 
 const loopSupported = false
 

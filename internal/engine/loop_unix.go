@@ -42,24 +42,27 @@ func (c *conn) rawRead(p []byte) (int, error) {
 	}
 }
 
-// dupConn returns a second connection on the socket fd (its own
-// descriptor, registered with the poller on its own), for the client
-// watch of a request served inside the read loop. Made only when a watch
-// starts (an upstream slower than the watch's delay).
-func dupConn(fd int) (net.Conn, error) {
-	syscall.ForkLock.RLock()
-	nfd, err := syscall.Dup(fd)
-	if err == nil {
-		syscall.CloseOnExec(nfd)
-	}
-	syscall.ForkLock.RUnlock()
-	if err != nil {
-		return nil, os.NewSyscallError("dup", err)
-	}
-	f := os.NewFile(uintptr(nfd), "client")
-	nc, err := net.FileConn(f) // a descriptor of its own again
-	f.Close()
-	return nc, err
+// peekClient looks at the client's socket without reading it
+// (MSG_PEEK, through Control: the read loop's lock is not needed), for
+// the client watch of a request served inside the loop.
+func (c *conn) peekClient() int {
+	res := peekNothing
+	_ = c.raw.Control(func(fd uintptr) {
+		var b [1]byte
+		for {
+			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case n > 0:
+				res = peekData
+			case n == 0 && err == nil, err != nil && err != syscall.EAGAIN:
+				res = peekEnd
+			}
+			return
+		}
+	})
+	return res
 }
 
 // shutdownSocket ends a connection at once without closing its

@@ -114,7 +114,10 @@ var errAborted = errors.New("engine: answer aborted")
 // not yet begun, from after delay on: if the request is still waiting
 // then (a slow upstream), a read on the connection starts, as the
 // bridge's background read does for every request, and cancel is
-// called when it sees the client's end. A request answered within delay
+// called when it sees the client's end. Inside the read loop, where
+// the connection may not be read, the watch looks at the socket
+// instead (MSG_PEEK) after delay and then at doubling intervals up to
+// 250 ms, so a client that leaves is seen within that. A request answered within delay
 // costs no read and no goroutine (one timer per connection, reset).
 // Unwatch must be called before the answer is written. A pipelined
 // request already read, or the connection's next bytes, end the watch
@@ -130,13 +133,17 @@ func (w *Response) WatchClient(delay time.Duration, cancel func()) {
 		c.watch = wt
 	}
 	wt.mu.Lock()
-	wt.armed, wt.cancel = true, cancel
-	wt.mu.Unlock()
+	wt.armed, wt.cancel, wt.gone = true, cancel, false
+	// Inside the read loop nothing may read the connection: the watch
+	// looks at the socket instead (see fire).
+	wt.peek, wt.every = c.inLoop, delay
+	// Under mu: fire re-arms the timer.
 	if wt.timer == nil {
 		wt.timer = time.AfterFunc(delay, wt.fire)
 	} else {
 		wt.timer.Reset(delay)
 	}
+	wt.mu.Unlock()
 }
 
 // Unwatch ends WatchClient's watch, waiting for its read if one
@@ -151,12 +158,15 @@ func (w *Response) Unwatch() (gone bool) {
 		return false
 	}
 	wt.mu.Lock()
-	started := wt.started
-	wt.armed, wt.started, wt.cancel = false, false, nil
-	wt.mu.Unlock()
+	started, gone := wt.started, wt.gone
+	wt.armed, wt.started, wt.cancel, wt.gone = false, false, nil, false
 	wt.timer.Stop()
+	wt.mu.Unlock()
 	if started {
 		c.stopBackgroundRead()
+	}
+	if gone {
+		c.peerDone = true // the client sent its last byte: answer, then close
 	}
 	return c.peerDone
 }
@@ -172,15 +182,46 @@ type clientWatch struct {
 	armed   bool // a request is being watched
 	started bool // the background read runs
 	cancel  func()
+	// peek: the request is served inside the read loop, so the watch
+	// looks at the socket (MSG_PEEK) every `every`, doubling up to
+	// maxWatchEvery, instead of reading it; gone: a look saw the end.
+	peek  bool
+	every time.Duration
+	gone  bool
 }
+
+// maxWatchEvery bounds the time between two looks of a watch inside the
+// read loop: a client that left is seen within it.
+const maxWatchEvery = 250 * time.Millisecond
+
+// Results of peekClient.
+const (
+	peekNothing = iota // nothing to read: the client is there, quiet
+	peekData           // bytes (the next request): the client is there
+	peekEnd            // the client's end, or an error
+)
 
 // fire starts the background read for the watched request, if any (a
 // timer that fires late, after Unwatch, finds nothing armed).
 func (wt *clientWatch) fire() {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
-	if !wt.armed || wt.started || wt.c.bg != nil || wt.c.w > wt.c.r {
+	if !wt.armed || wt.started || wt.gone || wt.c.bg != nil || wt.c.w > wt.c.r {
 		return
+	}
+	if wt.peek {
+		// A look costs one system call and no goroutine; a read would
+		// need the loop's lock, and a second descriptor for it costs a
+		// dozen calls per watch.
+		switch wt.c.peekClient() {
+		case peekEnd:
+			wt.gone = true
+			wt.cancel()
+		case peekNothing:
+			wt.every = min(2*wt.every, maxWatchEvery)
+			wt.timer.Reset(wt.every)
+		}
+		return // peekData: the client is there, and its next request ends the watch
 	}
 	wt.started = true
 	wt.c.startBackgroundRead(wt.cancel)
