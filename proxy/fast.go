@@ -138,7 +138,7 @@ func (f *fastPath) ServeFast(w *engine.Response, r *engine.Request) bool {
 // ReadLoop reports that ServeFast may run inside the engine's read
 // loop: what goes through the bridge it hands over with ContinueWith.
 // A natively forwarded request stays in the loop (its watch for the
-// client reads a second descriptor of the socket there).
+// client looks at the socket there instead of reading it).
 func (f *fastPath) ReadLoop() bool { return true }
 
 // staleMayAnswer reports whether a stale copy could answer this refusal

@@ -77,8 +77,10 @@
 //     ErrAbortHandler does). Response.WatchClient starts the bridge's
 //     background read only after a delay, from one timer per connection,
 //     so an answer that comes quickly costs no read and no goroutine;
-//     Unwatch ends it. Inside the read loop the watch reads a second
-//     descriptor of the socket (dup), made only when it starts. Request.Fields and Field list the parsed fields.
+//     Unwatch ends it. Inside the read loop, where the connection may
+//     not be read, the watch looks at the socket (MSG_PEEK) after the
+//     delay and then at doubling intervals up to 250 ms. Request.Fields
+//     and Field list the parsed fields.
 //   - the net/http bridge (serveHandler): an *http.Request as net/http
 //     would build it (Host and Transfer-Encoding moved out of Header, the
 //     URL from url.ParseRequestURI), a body reader (Content-Length or

@@ -57,9 +57,11 @@ import (
 // FastHandler written for the loop (ReadLoopHandler) answers at once,
 // and hands everything else, with its head already parsed, to the
 // ordinary path outside the call (a later request enters a new loop).
-// A FastHandler finishes an answer that needs them (a bridged request,
-// a forwarded one that watches the client) through Response.Continue,
-// which runs right after the loop is left.
+// A FastHandler finishes an answer that needs them (a bridged request)
+// through Response.Continue or ContinueWith, which run right after the
+// loop is left. A request forwarded from the loop stays in it: its watch
+// for the client leaving (Response.WatchClient) looks at the socket
+// with MSG_PEEK instead of reading it.
 //
 // Only a connection the engine can reach the socket of takes the loop
 // (a *net.TCPConn or *net.UnixConn, directly or inside a wrapper that
@@ -68,11 +70,12 @@ import (
 // ordinary path.
 
 // ReadLoopHandler is a FastHandler that may run inside the connection's
-// read loop: its ServeFast never calls Response.ServeWith or
-// Response.WatchClient directly, only from a function it passes to
-// Response.Continue, and blocks only briefly (a refusal, a cached
-// answer, a quota's decision). Server.Close waits for a ServeFast in
-// progress in the loop to return before the connection's socket closes.
+// read loop: its ServeFast never calls Response.ServeWith directly, only
+// from a function it passes to Response.Continue (or through
+// ContinueWith), and what it waits on inside the loop it bounds itself
+// (a quota's decision, an upstream call under its deadlines). Close and
+// Shutdown end such a connection's socket at once (shutdown(2)); its
+// descriptor closes when ServeFast returns.
 type ReadLoopHandler interface {
 	FastHandler
 	// ReadLoop reports whether ServeFast keeps to those rules.
