@@ -5,8 +5,9 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rawsock"
 )
 
 // The read loop: answering without the read that finds nothing.
@@ -120,18 +121,8 @@ func (c *conn) setupLoop() {
 		c.noter = rn
 		nc = rn.NetConn()
 	}
-	var sc syscall.Conn
-	switch t := nc.(type) {
-	case *net.TCPConn:
-		sc = t
-	case *net.UnixConn:
-		sc = t
-	default:
-		c.noter = nil
-		return
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawsock.Of(nc)
+	if rc == nil {
 		c.noter = nil
 		return
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,31 +37,47 @@ func forEachReadPath(t *testing.T, test func(t *testing.T, path func(Config) Con
 
 var okLines = []byte("Content-Type: text/plain\r\nContent-Length: 2\r\n")
 
-// A request answered in the read loop costs one read: the loop waits
-// after a read that emptied the socket instead of reading again to find
-// it empty.
-func TestLoopReadsOncePerRequest(t *testing.T) {
-	s, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
-		w.Write(200, okLines, []byte("ok"))
-		return true
-	})})
+// answerOK is a loop FastHandler that answers every request "ok".
+var answerOK = loopFunc(func(w *Response, r *Request) bool {
+	w.Write(200, okLines, []byte("ok"))
+	return true
+})
+
+// getOK sends a GET for path on c and reads its "ok" answer.
+func getOK(t *testing.T, c net.Conn, br *bufio.Reader, path string) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
+		t.Fatalf("GET %s: body %q", path, b)
+	}
+}
+
+// dial opens a connection to addr, closed at the test's end.
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	br := bufio.NewReader(c)
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+// A request answered in the read loop costs one read: the loop waits
+// after a read that emptied the socket instead of reading again to find
+// it empty.
+func TestLoopReadsOncePerRequest(t *testing.T) {
+	s, addr := serveEngine(t, Config{Fast: answerOK})
+	c, br := dial(t, addr)
 	const n = 200
 	for i := range n {
-		if _, err := fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: x\r\n\r\n", i); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
-			t.Fatalf("request %d: body %q", i, b)
-		}
+		getOK(t, c, br, fmt.Sprintf("/%d", i))
 	}
 	c.Close()
 	testutil.EventuallyWithin(t, 5*time.Second, "the connection's end", func() bool { return s.loopReads.Load() > 0 })
@@ -115,10 +129,7 @@ func TestLoopTellsTheWrapperOfItsReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := notingListener{inner, make(chan *notingConn, 1)}
-	s := New(Config{Fast: loopFunc(func(w *Response, r *Request) bool {
-		w.Write(200, okLines, []byte("ok"))
-		return true
-	})})
+	s := New(Config{Fast: answerOK})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(l) }()
 	defer func() {
@@ -147,20 +158,9 @@ func TestLoopTellsTheWrapperOfItsReads(t *testing.T) {
 // that its first byte started, however often the loop waits for the
 // next byte (slowloris).
 func TestLoopHeaderTimeoutHoldsAcrossWaits(t *testing.T) {
-	_, addr := serveEngine(t, Config{ReadHeaderTimeout: 300 * time.Millisecond, Fast: loopFunc(func(w *Response, r *Request) bool {
-		w.Write(200, okLines, []byte("ok"))
-		return true
-	})})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
-	io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-	if _, err := http.ReadResponse(br, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, addr := serveEngine(t, Config{ReadHeaderTimeout: 300 * time.Millisecond, Fast: answerOK})
+	c, br := dial(t, addr)
+	getOK(t, c, br, "/a")
 	closed := make(chan time.Time, 1)
 	go func() {
 		io.Copy(io.Discard, br)
@@ -197,22 +197,12 @@ func TestLoopSeesAnEndThatCameWithTheRequest(t *testing.T) {
 		w.Write(200, okLines, []byte("ok"))
 		return true
 	})})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, br := dial(t, addr)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	// Requests close together first (a busy connection, which the
 	// loop does not read again before it waits).
-	br := bufio.NewReader(c)
 	for range 3 {
-		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
+		getOK(t, c, br, "/a")
 	}
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 	time.Sleep(2 * time.Millisecond) // the server is answering it
@@ -233,22 +223,9 @@ func TestLoopSeesAnEndThatCameWithTheRequest(t *testing.T) {
 
 // The idle timeout closes a connection that waits in the loop.
 func TestLoopIdleTimeout(t *testing.T) {
-	_, addr := serveEngine(t, Config{IdleTimeout: 200 * time.Millisecond, Fast: loopFunc(func(w *Response, r *Request) bool {
-		w.Write(200, okLines, []byte("ok"))
-		return true
-	})})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
-	io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
+	_, addr := serveEngine(t, Config{IdleTimeout: 200 * time.Millisecond, Fast: answerOK})
+	c, br := dial(t, addr)
+	getOK(t, c, br, "/a")
 	start := time.Now()
 	c.SetReadDeadline(start.Add(5 * time.Second))
 	if _, err := br.ReadByte(); err != io.EOF {
@@ -331,7 +308,7 @@ func TestLoopHandsOffAndComesBack(t *testing.T) {
 // connection under the loop's lock: it panics, the connection closes,
 // the server goes on.
 func TestLoopRefusesServeWithInside(t *testing.T) {
-	var mu lockedBuffer
+	var mu testutil.SyncBuffer
 	_, addr := serveEngine(t, Config{ErrorLog: log.New(&mu, "", 0), Fast: loopFunc(func(w *Response, r *Request) bool {
 		if p, _ := r.Path(); p == "/bad" {
 			w.ServeWith(http.NotFoundHandler())
@@ -354,21 +331,11 @@ func TestLoopRefusesServeWithInside(t *testing.T) {
 
 // Close ends connections waiting in the loop at once.
 func TestLoopCloseEndsWaitingConnections(t *testing.T) {
-	s, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
-		w.Write(200, okLines, []byte("ok"))
-		return true
-	})})
+	s, addr := serveEngine(t, Config{Fast: answerOK})
 	var conns []net.Conn
 	for range 8 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
-			t.Fatal(err)
-		}
+		c, br := dial(t, addr)
+		getOK(t, c, br, "/a")
 		conns = append(conns, c)
 	}
 	start := time.Now()
@@ -382,24 +349,6 @@ func TestLoopCloseEndsWaitingConnections(t *testing.T) {
 			t.Errorf("connection %d still open after Close (%d, %v)", i, n, err)
 		}
 	}
-}
-
-// lockedBuffer is a log sink that goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Close does not wait for a request served inside the loop (a request
@@ -448,26 +397,13 @@ func TestLoopCloseDoesNotWaitForARequest(t *testing.T) {
 // A connection whose requests come further apart than loopSweep/8 reads
 // again before it waits, so the sweeper never needs to look at it.
 func TestLoopSlowConnectionNeedsNoSweeper(t *testing.T) {
-	s, addr := serveEngine(t, Config{Fast: loopFunc(func(w *Response, r *Request) bool {
-		w.Write(200, okLines, []byte("ok"))
-		return true
-	})})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	s, addr := serveEngine(t, Config{Fast: answerOK})
+	c, br := dial(t, addr)
 	for i := range 4 {
 		if i > 0 {
 			time.Sleep(loopSweep/8 + 20*time.Millisecond)
 		}
-		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
+		getOK(t, c, br, "/a")
 		if s.sweeping.Load() {
 			t.Fatalf("request %d: the sweeper runs for a connection that sends a request every %v", i, loopSweep/8+20*time.Millisecond)
 		}

@@ -225,7 +225,7 @@ type conn struct {
 }
 
 func newConn(hp *hostPool, nc net.Conn) *conn {
-	cn := &conn{hp: hp, nc: nc, raw: rawOf(nc), buf: make([]byte, initialReadBuffer)}
+	cn := &conn{hp: hp, nc: nc, raw: rawSocket(nc), buf: make([]byte, initialReadBuffer)}
 	cn.cancelFn = cn.cancel // made once: a method value allocates
 	return cn
 }

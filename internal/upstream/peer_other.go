@@ -11,8 +11,8 @@ import (
 // by the request that fails on it (and replayed, when it can be).
 func peerOpen(net.Conn) bool { return true }
 
-// rawOf: no socket-level exchange here (see the unix version).
-func rawOf(net.Conn) syscall.RawConn { return nil }
+// rawSocket: no socket-level exchange here (see the unix version).
+func rawSocket(net.Conn) syscall.RawConn { return nil }
 
 func (cn *conn) sendAndRead([]byte, bool) (bool, error) {
 	panic("upstream: sendAndRead without a socket")

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/sluicehq/sluice/internal/rawsock"
 )
 
 // peerOpen looks at an idle connection's socket without blocking: a
@@ -43,24 +45,8 @@ func peerOpen(nc net.Conn) bool {
 	return open && err == nil
 }
 
-// rawOf returns the socket of a plain TCP or Unix connection (nil for
-// TLS and anything else), for sendAndRead.
-func rawOf(nc net.Conn) syscall.RawConn {
-	var sc syscall.Conn
-	switch t := nc.(type) {
-	case *net.TCPConn:
-		sc = t
-	case *net.UnixConn:
-		sc = t
-	default:
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return rc
-}
+// rawSocket is nc's socket for sendAndRead (nil for TLS).
+func rawSocket(nc net.Conn) syscall.RawConn { return rawsock.Of(nc) }
 
 // sendAndRead writes a request without a body and reads the answer's
 // first bytes, inside one RawConn.Read call: Go's poller forgets a
