@@ -56,7 +56,8 @@
 //     and one write, as nginx's does. Requests with a body, the bridge
 //     (Response.Continue, ContinueWith) and everything the FastHandler
 //     passes leave the loop with their head parsed; a FIN that came
-//     with the last bytes is caught by a bounded wait (200 ms).
+//     with the last bytes is caught by a sweeper that looks at busy
+//     connections' sockets every 250 ms.
 //   - FastHandler, the fast path: asked first for every request without a
 //     body (with Config.FastBodies, for every request); it either writes a
 //     complete answer (status, pre-rendered header lines, body; the engine
