@@ -5,6 +5,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -22,7 +23,7 @@ const (
 // httputil.ReverseProxy has removed the inbound forwarding headers from
 // pr.Out before Rewrite runs; they are read from pr.In.
 func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
-	p.writeForwarded(httpInbound{pr.In}, pr.In.Host, pr.Out.Header)
+	p.writeForwarded(httpInbound{pr.In}, pr.In.Host, pr.Out.Header, nil)
 }
 
 // inbound is what the forwarding rules read of an inbound request: the
@@ -44,7 +45,8 @@ func (h httpInbound) values(name string) []string { return h.r.Header[name] }
 
 // writeForwarded writes the forwarding headers of in, whose host (as
 // net/http reads it) is inHost, on out, from which the inbound ones
-// have been removed.
+// have been removed. The four values are kept in vals when it has room
+// for them (the native path's storage), else in an array of their own.
 //
 // A peer in Config.TrustedProxies is a proxy in front of this one, so its
 // chain is kept and the peer appended: X-Forwarded-For gets ", <peer>",
@@ -52,7 +54,7 @@ func (h httpInbound) values(name string) []string { return h.r.Header[name] }
 // X-Forwarded-Proto (what the first proxy saw) pass unchanged. Any other
 // peer is the client itself: whatever chain it sent is a claim nobody
 // vouches for, so it is replaced by the peer's address alone.
-func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header) {
+func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals []string) {
 	peer, port, known := peerAddr(in.remoteAddr())
 	trusted := known && p.trusted(peer)
 	proto := "http"
@@ -70,10 +72,11 @@ func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header) {
 			xproto = x
 		}
 	}
-	// Both chains are built in one buffer, and the four headers' values
-	// share one array: a forwarded request pays two allocations here, not
-	// one per piece. The names are canonical constants, so the map is
-	// written directly, without Header.Set's canonicalisation.
+	// Both chains are built in one buffer, which is the values' string
+	// (see frozen), and the four headers' values share one array: a
+	// forwarded request pays one allocation here, or two, not one per
+	// piece. The names are canonical constants, so the map is written
+	// directly, without Header.Set's canonicalisation.
 	buf := make([]byte, 0, len(priorXFF)+len(priorFwd)+2*len(inHost)+96)
 	buf = appendPrior(buf, priorXFF)
 	if known {
@@ -82,8 +85,11 @@ func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header) {
 	xffEnd := len(buf)
 	buf = appendPrior(buf, priorFwd)
 	buf = appendForwardedElement(buf, peer, port, known, inHost, proto)
-	chains := string(buf)
-	vals := []string{chains[:xffEnd], host, xproto, chains[xffEnd:]}
+	chains := frozen(buf)
+	if len(vals) < 4 {
+		vals = make([]string, 4)
+	}
+	vals[0], vals[1], vals[2], vals[3] = chains[:xffEnd], host, xproto, chains[xffEnd:]
 	if xffEnd > 0 {
 		out[headerXFF] = vals[0:1:1]
 	}
@@ -191,3 +197,10 @@ func appendForwardedValue(b []byte, v string) []byte {
 	}
 	return append(b, '"')
 }
+
+// frozen returns b's bytes as a string without copying them. The caller
+// gives b up: nothing writes to its array again (each use here builds a
+// buffer for one request's outbound header, converts it once and drops
+// the slice), which is what makes sharing the memory safe. The string
+// keeps the array alive for as long as the header does.
+func frozen(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -67,12 +67,13 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	f.nativeCalls.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := &call{Context: ctx, route: rt}
+	nc := &nativeCall{call: call{Context: ctx, route: rt}}
+	c := &nc.call
 	if p.cfg.CallTimeout > 0 {
 		c.own = p.now().Add(p.cfg.CallTimeout)
 	}
 	var tmpl http.Request
-	p.nativeRequest(&tmpl, r)
+	p.nativeRequest(&tmpl, r, nc)
 	out := tmpl.WithContext(c)
 
 	w.WatchClient(clientWatchDelay, cancel)
@@ -255,14 +256,29 @@ func removeHopByHop(h http.Header) {
 	}
 }
 
+// nativeCall is a natively forwarded call with the storage of its
+// outbound request's URL and header values, one allocation for the
+// three.
+type nativeCall struct {
+	call
+	url  url.URL
+	vals [nativeValues]string
+}
+
+// nativeValues is how many header values a nativeCall holds: the
+// client's fields, two of the outbound request's own and the four
+// forwarding headers; a head with more fields takes a slice of its own.
+const nativeValues = 24
+
 // nativeRequest fills out with the outbound request for r, as
 // ReverseProxy with rewrite builds it from the bridged request: the
 // client's fields but the hop-by-hop ones (and those Connection names),
 // the inbound forwarding headers and the deadline header; "Te:
 // trailers" kept when asked; the forwarding headers written by
 // writeForwarded; no User-Agent added; the upstream's Host unless
-// PreserveHost. Its strings are copies: r's views end at Unwatch.
-func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request) {
+// PreserveHost. Its strings are copies: r's views end at Unwatch. Its
+// URL and values live in nc.
+func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCall) {
 	// One string holds the target and every kept field's canonical name
 	// and value.
 	n := len(r.Target()) + len(r.Host())
@@ -305,10 +321,15 @@ func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request) {
 		k.value[1] = len(arena)
 		keep = append(keep, k)
 	}
-	s := string(arena)
+	s := frozen(arena)
 	target, host := s[:len(r.Target())], s[len(r.Target()):len(r.Target())+len(r.Host())]
 	hdr := make(http.Header, len(keep)+6)
-	vals := make([]string, len(keep)+2)
+	var vals []string
+	if len(keep)+6 <= len(nc.vals) {
+		vals = nc.vals[:len(keep)+2]
+	} else {
+		vals = make([]string, len(keep)+6)
+	}
 	for i, k := range keep {
 		name := s[k.name[0]:k.name[1]]
 		vals[i] = s[k.value[0]:k.value[1]]
@@ -326,10 +347,11 @@ func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request) {
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = extra[1:2:2] // "": none
 	}
-	p.writeForwarded(engineInbound{r}, host, hdr)
+	p.writeForwarded(engineInbound{r}, host, hdr, vals[len(keep)+2:cap(vals)])
 
 	base := p.pool.base()
-	u := &url.URL{Scheme: base.Scheme, Host: base.Host}
+	u := &nc.url
+	*u = url.URL{Scheme: base.Scheme, Host: base.Host}
 	path, query, hasQuery := strings.Cut(target, "?")
 	// RawPath as sent: the target holds no percent-escape (engine's
 	// Path), so EscapedPath gives what net/http's parsed URL gives.

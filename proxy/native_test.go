@@ -90,6 +90,20 @@ func nativeAnswers() map[string]string {
 	}
 }
 
+// manyFields is n field lines, two of each name (the second in lower
+// case).
+func manyFields(n int) string {
+	var b strings.Builder
+	for i := range n {
+		name := fmt.Sprintf("X-F-%d", i/2)
+		if i%2 == 1 {
+			name = strings.ToLower(name)
+		}
+		fmt.Fprintf(&b, "%s: v%d\r\n", name, i)
+	}
+	return b.String()
+}
+
 // start serves answers on a new listener and returns its URL.
 func (u *scriptedUpstream) start(t *testing.T, answers map[string]string) *url.URL {
 	t.Helper()
@@ -240,6 +254,9 @@ func TestNativeMatchesBridge(t *testing.T) {
 		tc{"sub-delims in the path", "GET /a(b)/c;d=e,f!{g} HTTP/1.1\r\nHost: x\r\n\r\n", 1, true, false},
 		tc{"POST without a body", "POST /cl HTTP/1.1\r\nHost: x\r\n\r\n", 1, true, false},
 		tc{"DELETE", "DELETE /cl HTTP/1.1\r\nHost: x\r\n\r\n", 1, true, false},
+		tc{"many fields", "GET /cl HTTP/1.1\r\nHost: x\r\n" + manyFields(40) + hdr + "\r\n", 1, true, false},
+		tc{"fields filling the call's storage", "GET /cl HTTP/1.1\r\nHost: x\r\n" + manyFields(nativeValues-6) + "\r\n", 1, true, false},
+		tc{"fields one past the call's storage", "GET /cl HTTP/1.1\r\nHost: x\r\n" + manyFields(nativeValues-5) + "\r\n", 1, true, false},
 		tc{"POST with a body (bridge)", "POST /cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 1, false, false},
 		tc{"HTTP/1.0 (bridge)", "GET /cl HTTP/1.0\r\nHost: x\r\n\r\n", 1, false, true},
 		tc{"escaped path (bridge)", "GET /a%20b HTTP/1.1\r\nHost: x\r\n\r\n", 1, false, false},

@@ -14,6 +14,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -904,5 +905,47 @@ func TestConcurrentRoundTrips(t *testing.T) {
 	hp.mu.Unlock()
 	if idle > 3 {
 		t.Fatalf("%d idle connections, bound 3", idle)
+	}
+}
+
+// An answer's fields are read the same whatever their number: those the
+// answer holds inline, and past them.
+func TestAnswersWithManyFields(t *testing.T) {
+	for _, n := range []int{0, 1, answerFields - 1, answerFields, answerFields + 1, 3 * answerFields} {
+		var b strings.Builder
+		b.WriteString("HTTP/1.1 200 OK\r\n")
+		for i := range n {
+			fmt.Fprintf(&b, "X-F-%d: v%d\r\n", i/2, i) // two values per name
+		}
+		b.WriteString("Content-Length: 2\r\n\r\nok")
+		raw := b.String()
+		want, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+			for {
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, raw)
+			}
+		})
+		c := newClient(t, Config{})
+		for range 2 { // a fresh connection, then a reused one
+			req, _ := http.NewRequest("GET", u.url().String(), nil)
+			resp, err := c.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(body) != "ok" {
+				t.Fatalf("%d fields: body %q, %v", n, body, err)
+			}
+			if !reflect.DeepEqual(resp.Header, want.Header) {
+				t.Fatalf("%d fields: header\n%v\nwant\n%v", n, resp.Header, want.Header)
+			}
+		}
 	}
 }

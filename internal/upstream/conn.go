@@ -41,11 +41,12 @@ type outbound struct {
 	method, uri, host, userAgent string
 	// framing: exactly one per request, chosen here.
 	framing   int
-	length    int64    // frameLength: the body's length
-	trailer   []string // declared trailer names, sorted (frameChunked)
-	keys      []string // header keys to write, sorted
-	close     bool     // Connection: close
-	closeSent bool     // the header already says close
+	length    int64      // frameLength: the body's length
+	trailer   []string   // declared trailer names, sorted (frameChunked)
+	keys      []string   // header keys to write, sorted
+	keyBuf    [16]string // keys' storage for most requests
+	close     bool       // Connection: close
+	closeSent bool       // the header already says close
 }
 
 // Framings of a request.
@@ -83,6 +84,7 @@ func (c *Client) prepare(req *http.Request) (*outbound, error) {
 		return nil, invalid("no host in the URL")
 	}
 	o := &outbound{method: req.Method}
+	o.keys = o.keyBuf[:0]
 	if o.method == "" {
 		o.method = http.MethodGet
 	}
@@ -202,6 +204,9 @@ type conn struct {
 	peek    bool
 	pending error
 
+	sendRead func(uintptr) bool // sendReadStep, for RawConn.Read
+	sr       sendRead
+
 	buf  []byte // read buffer; unread bytes are buf[r:w]
 	r, w int
 	out  []byte // the request head being written
@@ -222,6 +227,16 @@ type conn struct {
 	keep      bool       // the connection may carry the next exchange
 	writeDone chan error // the streaming body writer's result; nil when none
 	closed    atomic.Bool
+}
+
+// sendRead is sendAndRead's state between the calls RawConn.Read makes
+// of sendReadStep; it lives in the connection so that the exchange
+// allocates nothing for it.
+type sendRead struct {
+	b          []byte
+	peek, sent bool
+	stale      bool
+	werr, rerr error
 }
 
 func newConn(hp *hostPool, nc net.Conn) *conn {
@@ -610,10 +625,11 @@ func (cn *conn) readResponse(req *http.Request, o *outbound) (*http.Response, er
 		if err != nil {
 			return nil, err
 		}
-		resp, err := parseResponse(cn.buf[cn.r:end])
+		a, err := parseResponse(cn.buf[cn.r:end])
 		if err != nil {
 			return nil, err
 		}
+		resp := &a.resp
 		cn.r = end
 		if code := resp.StatusCode; code >= 200 || code == http.StatusSwitchingProtocols {
 			cn.dlMu.Lock()
@@ -635,7 +651,7 @@ func (cn *conn) readResponse(req *http.Request, o *outbound) (*http.Response, er
 			}
 			continue
 		}
-		if err := cn.frame(resp, req, o); err != nil {
+		if err := cn.frame(a, req, o); err != nil {
 			return nil, err
 		}
 		return resp, nil
@@ -698,7 +714,8 @@ func badResponse(why string) error { return errors.New(ErrBadResponse.Error() + 
 // Exactly one reading: a Transfer-Encoding other than chunked, or one
 // with a Content-Length, or two different Content-Lengths, fail the
 // exchange (the connection closes) rather than being reconciled.
-func (cn *conn) frame(resp *http.Response, req *http.Request, o *outbound) error {
+func (cn *conn) frame(a *answer, req *http.Request, o *outbound) error {
+	resp := &a.resp
 	h := resp.Header
 	resp.Request = req
 	cl := int64(-1)
@@ -773,7 +790,8 @@ func (cn *conn) frame(resp *http.Response, req *http.Request, o *outbound) error
 		resp.Body = http.NoBody
 		cn.done(true)
 	case cl > 0:
-		resp.Body = &fixedBody{exchangeBody: exchangeBody{cn: cn}, left: cl}
+		a.fixed = fixedBody{exchangeBody: exchangeBody{cn: cn}, left: cl}
+		resp.Body = &a.fixed
 	default:
 		cn.keep = false // read until the upstream closes
 		resp.Body = &untilCloseBody{exchangeBody{cn: cn}}

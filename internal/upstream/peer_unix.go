@@ -61,50 +61,59 @@ func (cn *conn) sendAndRead(b []byte, peek bool) (stale bool, err error) {
 	if cn.r == cn.w {
 		cn.r, cn.w = 0, 0
 	}
-	sent := false
-	var werr, rerr error
-	err = cn.raw.Read(func(fd uintptr) bool {
-		if !sent {
-			sent = true
-			if peek && !socketQuiet(int(fd)) {
-				stale = true
-				return true
-			}
-			_, werr = cn.nc.Write(b)
-			return werr != nil // written: wait for the answer
-		}
-		for {
-			n, e := syscall.Read(int(fd), cn.buf[cn.w:])
-			if e == syscall.EINTR {
-				continue
-			}
-			if e == syscall.EAGAIN {
-				return false
-			}
-			if n > 0 {
-				cn.w += n
-				cn.got = true
-				return true
-			}
-			if e == nil {
-				rerr = io.EOF
-			} else {
-				rerr = &net.OpError{Op: "read", Net: cn.nc.LocalAddr().Network(), Source: cn.nc.LocalAddr(),
-					Addr: cn.nc.RemoteAddr(), Err: os.NewSyscallError("read", e)}
-			}
-			return true
-		}
-	})
+	if cn.sendRead == nil {
+		cn.sendRead = cn.sendReadStep // made once: a method value allocates
+	}
+	cn.sr = sendRead{b: b, peek: peek}
+	err = cn.raw.Read(cn.sendRead)
+	sr := cn.sr
+	cn.sr = sendRead{}
 	switch {
-	case stale:
+	case sr.stale:
 		return true, nil
-	case werr != nil:
-		return false, werr
+	case sr.werr != nil:
+		return false, sr.werr
 	case err == nil:
-		err = rerr
+		err = sr.rerr
 	}
 	cn.pending = err
 	return false, nil
+}
+
+// sendReadStep is sendAndRead's function for RawConn.Read: the first
+// call looks (with peek) and writes, the later ones read.
+func (cn *conn) sendReadStep(fd uintptr) bool {
+	sr := &cn.sr
+	if !sr.sent {
+		sr.sent = true
+		if sr.peek && !socketQuiet(int(fd)) {
+			sr.stale = true
+			return true
+		}
+		_, sr.werr = cn.nc.Write(sr.b)
+		return sr.werr != nil // written: wait for the answer
+	}
+	for {
+		n, e := syscall.Read(int(fd), cn.buf[cn.w:])
+		if e == syscall.EINTR {
+			continue
+		}
+		if e == syscall.EAGAIN {
+			return false
+		}
+		if n > 0 {
+			cn.w += n
+			cn.got = true
+			return true
+		}
+		if e == nil {
+			sr.rerr = io.EOF
+		} else {
+			sr.rerr = &net.OpError{Op: "read", Net: cn.nc.LocalAddr().Network(), Source: cn.nc.LocalAddr(),
+				Addr: cn.nc.RemoteAddr(), Err: os.NewSyscallError("read", e)}
+		}
+		return true
+	}
 }
 
 // socketQuiet reports whether an idle connection's socket holds nothing

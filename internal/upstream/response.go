@@ -11,16 +11,30 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
+// answer is an answer's head and what reading its body needs, in one
+// allocation: the Response, the values of its first fields (a head with
+// more takes a slice of its own) and the reader of a body whose length
+// is declared, the common case.
+type answer struct {
+	resp  http.Response
+	fixed fixedBody
+	vals  [answerFields]string
+}
+
+// answerFields is how many field values an answer holds inline: most
+// heads have fewer.
+const answerFields = 12
+
 // parseResponse parses a response head (status line and fields, up to
 // and including the empty line). One string holds every string of the
-// head, so a head costs the header map, that string and one slice of
-// values, whatever its size.
+// head, so a head costs the header map, that string and the answer,
+// whatever its size (a slice of values besides past answerFields).
 //
 // It is strict where a lenient reading could frame the answer another
 // way than a peer would: CRLF line ends only, no obsolete line folding,
 // field names that are tokens followed by the colon, values without
 // control bytes but HTAB.
-func parseResponse(b []byte) (*http.Response, error) {
+func parseResponse(b []byte) (*answer, error) {
 	s := string(b)
 	i := strings.Index(s, "\r\n")
 	line := s[:i]
@@ -37,17 +51,20 @@ func parseResponse(b []byte) (*http.Response, error) {
 	if code < 100 {
 		return nil, badResponse("status " + line[9:12])
 	}
-	resp := &http.Response{
+	a := &answer{resp: http.Response{
 		Status:     strings.TrimLeft(line[9:], " "),
 		StatusCode: code,
 		Proto:      line[:8],
 		ProtoMajor: 1,
 		ProtoMinor: int(line[7] - '0'),
-	}
+	}}
 	rest := s[i+2 : len(s)-2] // the field lines, each ending in CRLF
 	n := strings.Count(rest, "\r\n")
 	h := make(http.Header, n)
-	vals := make([]string, n)
+	vals := a.vals[:min(n, answerFields)]
+	if n > answerFields {
+		vals = make([]string, n)
+	}
 	for k := 0; rest != ""; k++ {
 		j := strings.Index(rest, "\r\n")
 		fl := rest[:j]
@@ -75,8 +92,8 @@ func parseResponse(b []byte) (*http.Response, error) {
 			h[name] = vals[k : k+1 : k+1]
 		}
 	}
-	resp.Header = h
-	return resp, nil
+	a.resp.Header = h
+	return a, nil
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
