@@ -228,8 +228,13 @@ func buildSluice(t *testing.T) string {
 // startServe starts a `sluice serve` process and returns its main and
 // admin addresses; it is killed when the test ends.
 func startServe(t *testing.T, bin string, args ...string) (addr, admin string) {
+	return startServeEnv(t, bin, append(os.Environ(), "SLUICE_QUOTA="), args...)
+}
+
+// startServeEnv is startServe with the process's environment.
+func startServeEnv(t *testing.T, bin string, env []string, args ...string) (addr, admin string) {
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)...)
-	cmd.Env = append(os.Environ(), "SLUICE_QUOTA=")
+	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
