@@ -188,7 +188,7 @@
 // ReverseProxy's (docs/bench/proxy.md). Toward http:// upstreams it
 // calls through sluice's own HTTP/1.1 client (internal/upstream: a
 // bounded keep-alive pool per upstream, one framing per request written,
-// strict about answers), which measured a third of net/http Transport's
+// strict about answers), which measured a quarter of net/http Transport's
 // allocations per call; https:// upstreams keep net/http's Transport,
 // which may speak HTTP/2 to them. The stale store is golang-lru's
 // Cache. Queue disciplines and priority classes are admit's; newGateSet

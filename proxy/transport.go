@@ -8,7 +8,7 @@ import (
 
 // transport is the proxy's default Transport: sluice's own HTTP/1.1
 // client (internal/upstream: a keep-alive pool per upstream, one framing
-// per request, strict about answers, a third of net/http's allocations)
+// per request, strict about answers, a quarter of net/http's allocations)
 // for http:// upstreams, and net/http's Transport for https:// ones
 // (which may speak HTTP/2 to them, as before).
 type transport struct {
