@@ -96,7 +96,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	if err != nil {
 		st := w.Stream(nil)
 		setQuotaHeaders(st, qa)
-		p.upstreamError(sendDeadlineWriter(st, p.cfg.SendTimeout), out, err)
+		p.upstreamError(streamDeadlineWriter(&nc.dw, st, p.cfg.SendTimeout), out, err)
 		w.Unwatch()
 		w.End()
 		released = true
@@ -126,7 +126,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	st := w.Stream(h)
-	dst := sendDeadlineWriter(st, p.cfg.SendTimeout)
+	dst := streamDeadlineWriter(&nc.dw, st, p.cfg.SendTimeout)
 	dst.WriteHeader(resp.StatusCode)
 	flush := flushEach(resp)
 	if flush {
@@ -257,12 +257,13 @@ func removeHopByHop(h http.Header) {
 }
 
 // nativeCall is a natively forwarded call with the storage of its
-// outbound request's URL and header values, one allocation for the
-// three.
+// outbound request's URL and header values and of the send deadline's
+// writer, one allocation for the four.
 type nativeCall struct {
 	call
 	url  url.URL
 	vals [nativeValues]string
+	dw   deadlineWriter
 }
 
 // nativeValues is how many header values a nativeCall holds: the

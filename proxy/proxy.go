@@ -738,15 +738,37 @@ func sendDeadlineWriter(w http.ResponseWriter, d time.Duration) http.ResponseWri
 
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc    *http.ResponseController
+	rc    *http.ResponseController // nil when st is set
+	st    streamWriter             // the native path's Stream, which sets its own deadline
 	d     time.Duration
 	armed time.Time
+}
+
+// streamWriter is what the send deadline needs of the engine's Stream.
+type streamWriter interface {
+	http.ResponseWriter
+	SetWriteDeadline(time.Time) error
+	Flush()
+}
+
+// streamDeadlineWriter is sendDeadlineWriter for the native path's
+// Stream, in storage the caller keeps (its nativeCall): no allocation.
+func streamDeadlineWriter(dw *deadlineWriter, st streamWriter, d time.Duration) http.ResponseWriter {
+	if d <= 0 {
+		return st
+	}
+	*dw = deadlineWriter{ResponseWriter: st, st: st, d: d}
+	return dw
 }
 
 func (dw *deadlineWriter) arm() {
 	now := time.Now()
 	if now.Sub(dw.armed) >= dw.d/4 {
-		_ = dw.rc.SetWriteDeadline(now.Add(dw.d))
+		if dw.st != nil {
+			_ = dw.st.SetWriteDeadline(now.Add(dw.d))
+		} else {
+			_ = dw.rc.SetWriteDeadline(now.Add(dw.d))
+		}
 		dw.armed = now
 	}
 }
@@ -763,6 +785,10 @@ func (dw *deadlineWriter) WriteHeader(code int) {
 
 func (dw *deadlineWriter) Flush() {
 	dw.arm()
+	if dw.st != nil {
+		dw.st.Flush()
+		return
+	}
 	_ = dw.rc.Flush()
 }
 
