@@ -325,11 +325,13 @@ func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCa
 	s := frozen(arena)
 	target, host := s[:len(r.Target())], s[len(r.Target()):len(r.Target())+len(r.Host())]
 	hdr := make(http.Header, len(keep)+6)
+	// The kept fields' values and two of the request's own, with room
+	// past them (up to cap) for the four forwarding headers.
 	var vals []string
 	if len(keep)+6 <= len(nc.vals) {
 		vals = nc.vals[:len(keep)+2]
 	} else {
-		vals = make([]string, len(keep)+6)
+		vals = make([]string, len(keep)+2, len(keep)+6)
 	}
 	for i, k := range keep {
 		name := s[k.name[0]:k.name[1]]
