@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/upstream"
 )
 
 // attempt is one try at the upstream: its own context, canceled by one
@@ -14,6 +16,12 @@ import (
 // wait for a piece of its body. The timer runs only while the proxy waits
 // on the upstream: between two reads of the body the proxy is writing to
 // the client, whose slowness is the send timeout's business.
+//
+// A direct attempt (sluice's own client to an http:// instance, the
+// default) has neither: the same two bounds are the client's socket
+// deadlines (upstream.Limits), which also count only the waits on the
+// upstream, and the call's context is the attempt's. A context and a
+// timer per attempt were a tenth of a proxied request's CPU.
 //
 // Once the headers came, the attempt is the answer's body on its way to
 // the client (one allocation for both): once closed, it records the
@@ -23,10 +31,15 @@ import (
 // body broke the call) are nobody's.
 type attempt struct {
 	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer // nil until needed
-	body   atomic.Bool // past the headers: the timer now times the body
+	cancel context.CancelCauseFunc // nil for a direct attempt
+	timer  *time.Timer             // nil until needed
+	body   atomic.Bool             // past the headers: the timer now times the body
 	idle   time.Duration
+	// A direct attempt's headers must come within headerTimeout (0:
+	// no bound) and by deadline (zero: none).
+	headerTimeout time.Duration
+	deadline      time.Time
+	direct        bool
 
 	p      *pool
 	m      *member
@@ -40,18 +53,44 @@ type attempt struct {
 
 // newAttempt starts an attempt under parent (the call): its headers must
 // come within the pool's header timeout, and within what is left of the
-// proxy's own deadline, whichever is sooner.
-func (p *pool) newAttempt(parent context.Context, m *member) *attempt {
-	a := &attempt{idle: p.idleTimeout, p: p, m: m, call: parent}
-	a.ctx, a.cancel = context.WithCancelCause(parent)
+// proxy's own deadline, whichever is sooner. A direct one leaves the
+// timing to the client (see attempt).
+func (p *pool) newAttempt(parent context.Context, m *member, direct bool) *attempt {
+	a := &attempt{idle: p.idleTimeout, p: p, m: m, call: parent, direct: direct}
 	d := p.headerTimeout
-	if left, ok := callOf(parent).ownLeft(p.now()); ok && (d <= 0 || left < d) {
+	c := callOf(parent)
+	if direct && p.realClock {
+		// The client reads the clock, once for both bounds.
+		a.ctx, a.headerTimeout = parent, d
+		if c != nil {
+			a.deadline = c.own
+		}
+		return a
+	}
+	if left, ok := c.ownLeft(p.now()); ok && (d <= 0 || left < d) {
 		d = max(left, time.Nanosecond)
 	}
+	if direct {
+		a.ctx, a.headerTimeout = parent, d
+		return a
+	}
+	a.ctx, a.cancel = context.WithCancelCause(parent)
 	if d > 0 {
 		a.timer = time.AfterFunc(d, a.expire)
 	}
 	return a
+}
+
+// limits are a direct attempt's bounds for the client.
+func (a *attempt) limits() upstream.Limits {
+	return upstream.Limits{HeaderTimeout: a.headerTimeout, HeaderDeadline: a.deadline, BodyIdleTimeout: a.idle}
+}
+
+// end ends the attempt's own context, if it has one.
+func (a *attempt) end() {
+	if a.cancel != nil {
+		a.cancel(nil)
+	}
 }
 
 // expire ends the attempt: its headers, or the piece of body it waited
@@ -72,13 +111,18 @@ func (a *attempt) gotHeaders() {
 	}
 }
 
-// timedOut reports whether the attempt ended because the upstream took
-// too long to send its headers.
-func (a *attempt) timedOut() bool { return errors.Is(context.Cause(a.ctx), errHeaderTimeout) }
+// timedOut reports whether the attempt, which failed with err, ended
+// because the upstream took too long to send its headers.
+func (a *attempt) timedOut(err error) bool {
+	if a.direct {
+		return errors.Is(err, upstream.ErrHeaderTimeout)
+	}
+	return errors.Is(context.Cause(a.ctx), errHeaderTimeout)
+}
 
 // arm starts timing one wait for the body; disarm ends it.
 func (a *attempt) arm() {
-	if a.idle <= 0 || !a.body.Load() {
+	if a.idle <= 0 || a.direct || !a.body.Load() {
 		return
 	}
 	if a.timer == nil {
@@ -105,7 +149,7 @@ func (a *attempt) Read(buf []byte) (int, error) {
 				c.upstreamFailed.Store(true)
 			}
 		}
-		if errors.Is(context.Cause(a.ctx), errBodyIdle) {
+		if errors.Is(err, upstream.ErrBodyIdle) || !a.direct && errors.Is(context.Cause(a.ctx), errBodyIdle) {
 			err = errBodyIdle
 		}
 	}
@@ -121,7 +165,7 @@ func (a *attempt) Close() error {
 		if a.bad && countedSuccess(a.status) && a.p.lateFailure != nil {
 			a.p.lateFailure()
 		}
-		a.cancel(nil)
+		a.end()
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/upstream"
 )
 
 // Defaults for the call's deadlines.
@@ -82,6 +83,21 @@ func (c *call) Value(key any) any {
 		return c
 	}
 	return c.Context.Value(key)
+}
+
+// WatchCancel and StopWatch let the upstream client watch the call's end
+// without context.AfterFunc when the request's context can (a natively
+// forwarded call's, see callCtx); see upstream.CancelWatcher.
+func (c *call) WatchCancel(f func()) bool {
+	w, ok := c.Context.(upstream.CancelWatcher)
+	return ok && w.WatchCancel(f)
+}
+
+func (c *call) StopWatch() bool {
+	if w, ok := c.Context.(upstream.CancelWatcher); ok {
+		return w.StopWatch()
+	}
+	return true
 }
 
 // Deadline is the sooner of the client's deadline and the proxy's own.

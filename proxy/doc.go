@@ -44,7 +44,10 @@
 // client that never reads; pushed forward as the answer is written so a
 // slow but steady download is not cut). `sluice proxy` turns the last two
 // off because its listener (connlimit) enforces the same per connection; a
-// library user without connlimit keeps them.
+// library user without connlimit keeps them. With the default transport
+// an attempt's header and idle bounds are sluice's own client's socket
+// deadlines (no context or timer per attempt); with another Transport the
+// attempt has its own context and one timer for both.
 //
 // # Whose fault
 //

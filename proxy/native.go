@@ -65,9 +65,11 @@ func (f *fastPath) native(r *engine.Request) bool {
 func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm httpgate.Admission, qa httpgate.QuotaAnswer, rt *route) {
 	p := f.p
 	f.nativeCalls.Add(1)
-	ctx, cancel := context.WithCancel(context.Background())
+	nc := &nativeCall{}
+	ctx := &nc.ctx
+	cancel := ctx.cancel
 	defer cancel()
-	nc := &nativeCall{call: call{Context: ctx, route: rt}}
+	nc.call = call{Context: ctx, route: rt}
 	c := &nc.call
 	if p.cfg.CallTimeout > 0 {
 		c.own = p.now().Add(p.cfg.CallTimeout)
@@ -258,9 +260,10 @@ func removeHopByHop(h http.Header) {
 
 // nativeCall is a natively forwarded call with the storage of its
 // outbound request's URL and header values and of the send deadline's
-// writer, one allocation for the four.
+// writer, and of its context, one allocation for the five.
 type nativeCall struct {
 	call
+	ctx  callCtx
 	url  url.URL
 	vals [nativeValues]string
 	dw   deadlineWriter

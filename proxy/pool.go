@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/upstream"
 )
 
 // pool is the set of upstream instances: an http.RoundTripper that sends
@@ -32,6 +34,12 @@ type pool struct {
 	// set, is told of an answer that failed after its headers.
 	headerTimeout, idleTimeout time.Duration
 	lateFailure                func()
+	// direct is sluice's own client when next is the default transport:
+	// its attempts to http:// instances are direct (see attempt).
+	direct *upstream.Client
+	// realClock: now is time.Now, so a call's own deadline is one a
+	// socket can take as it is.
+	realClock bool
 
 	mu      sync.Mutex
 	members []*member
@@ -51,6 +59,9 @@ type member struct {
 
 func newPool(urls []*url.URL, next http.RoundTripper, ejectAfter int, ejectFor time.Duration, now func() time.Time, logger *slog.Logger) *pool {
 	p := &pool{next: next, ejectAfter: ejectAfter, ejectFor: ejectFor, now: now, logger: logger}
+	if t, ok := next.(*transport); ok {
+		p.direct = t.plain
+	}
 	p.setMembers(urls)
 	return p
 }
@@ -86,14 +97,17 @@ func (p *pool) setMembers(urls []*url.URL) (added, removed int) {
 
 // pick chooses the instance for one attempt.
 func (p *pool) pick() *member {
-	now := p.now()
+	var now time.Time // read when an instance was ever ejected
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(p.members)
 	var soonest *member
 	for i := range n {
 		m := p.members[(p.cursor+i)%n]
-		if !m.until.After(now) {
+		if !m.until.IsZero() && now.IsZero() {
+			now = p.now()
+		}
+		if m.until.IsZero() || !m.until.After(now) {
 			p.cursor = (p.cursor + i + 1) % n
 			m.inflight++
 			m.sent++
@@ -116,21 +130,35 @@ func (p *pool) pick() *member {
 // the answer holds.
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := p.pick()
-	a := p.newAttempt(req.Context(), m)
-	out := req.WithContext(a.ctx)
+	direct := p.direct != nil && m.url.Scheme == "http"
+	a := p.newAttempt(req.Context(), m, direct)
+	out := req
+	if !direct {
+		out = req.WithContext(a.ctx)
+	}
 	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme {
 		// Another instance than the one the request was rewritten for
 		// (the first). With one upstream this never happens. The Host
 		// header stays what the rewrite made it: empty (the instance's
 		// own) or, with PreserveHost, the client's.
+		if out == req {
+			cp := *req
+			out = &cp
+		}
 		u := *req.URL
 		u.Scheme, u.Host = m.url.Scheme, m.url.Host
 		out.URL = &u
 	}
-	resp, err := p.next.RoundTrip(out)
+	var resp *http.Response
+	var err error
+	if direct {
+		resp, err = p.direct.RoundTripLimits(out, a.limits())
+	} else {
+		resp, err = p.next.RoundTrip(out)
+	}
 	a.gotHeaders()
 	if err != nil {
-		a.cancel(nil)
+		a.end()
 		c := callOf(req.Context())
 		switch {
 		case c != nil && c.faulted() != nil:
@@ -138,7 +166,7 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			// instance, and a cancellation to the retry policy, so that
 			// neither the breaker nor throttling counts it.
 			err = errClientFault
-		case a.timedOut() && req.Context().Err() == nil:
+		case a.timedOut(err) && req.Context().Err() == nil:
 			err = errHeaderTimeout
 		}
 		// A canceled caller (a client gone, or one whose body broke the
@@ -155,7 +183,7 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	if resp.Body == nil || resp.Body == http.NoBody {
-		a.cancel(nil)
+		a.end()
 		p.record(m, a.failed)
 		return resp, nil
 	}

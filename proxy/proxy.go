@@ -207,6 +207,7 @@ func New(cfg Config) (*Proxy, error) {
 	// The pool times each attempt (HeaderTimeout, within what is left of
 	// CallTimeout) and each wait for the body, whatever Transport sends.
 	p.pool.headerTimeout, p.pool.idleTimeout = cfg.HeaderTimeout, cfg.UpstreamIdleTimeout
+	p.pool.realClock = cfg.Now == nil
 	if p.breaker != nil {
 		p.pool.lateFailure = p.breaker.LateFailure
 	}

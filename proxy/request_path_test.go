@@ -282,7 +282,7 @@ func TestUpstreamIdleCountsOnlyWaitsForUpstream(t *testing.T) {
 		pl := newPool([]*url.URL{{Scheme: "http", Host: "x"}}, nil, 1, time.Hour, time.Now, nil)
 		pl.idleTimeout = idle
 		m := pl.pick()
-		a := pl.newAttempt(t.Context(), m)
+		a := pl.newAttempt(t.Context(), m, false)
 		a.gotHeaders()
 		pr, pw := io.Pipe()
 		stop := context.AfterFunc(a.ctx, func() { pr.CloseWithError(context.Cause(a.ctx)) }) // as the transport does
@@ -322,6 +322,20 @@ func TestUpstreamIdleCountsOnlyWaitsForUpstream(t *testing.T) {
 // attempts it makes; each attempt's wait is cut to what is left, the
 // upstream is told what is left, and the answer is 504.
 func TestCallDeadline(t *testing.T) {
+	// Both ways an attempt is timed: sluice's own client (socket
+	// deadlines) and another Transport (the attempt's timer).
+	for _, tc := range []struct {
+		name      string
+		transport func() http.RoundTripper
+	}{
+		{"sluice's client", func() http.RoundTripper { return nil }},
+		{"net/http's transport", func() http.RoundTripper { return &http.Transport{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCallDeadline(t, tc.transport) })
+	}
+}
+
+func testCallDeadline(t *testing.T, transport func() http.RoundTripper) {
 	var mu sync.Mutex
 	var budgets []float64
 	stop := make(chan struct{})
@@ -341,7 +355,7 @@ func TestCallDeadline(t *testing.T) {
 	// A second's call of 200 ms attempts: four or five fit (a stall of a
 	// loaded machine can cost one), each told what is left.
 	p := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 200 * time.Millisecond, CallTimeout: time.Second,
-		MaxAttempts: 10, NoBreaker: true, EjectAfter: -1})
+		MaxAttempts: 10, NoBreaker: true, EjectAfter: -1, Transport: transport()})
 	base, c := front(t, p)
 	start := time.Now()
 	code, _, _, body := get(t, c, base+"/slow")
@@ -366,7 +380,7 @@ func TestCallDeadline(t *testing.T) {
 
 	// An attempt's own timeout longer than the call's: cut to the call's.
 	p2 := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 3 * time.Second, CallTimeout: 300 * time.Millisecond,
-		NoBreaker: true, EjectAfter: -1})
+		NoBreaker: true, EjectAfter: -1, Transport: transport()})
 	base2, c2 := front(t, p2)
 	start = time.Now()
 	if code, _, _, _ := get(t, c2, base2+"/slow"); code != http.StatusGatewayTimeout {

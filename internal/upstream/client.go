@@ -122,6 +122,62 @@ func invalid(format string, args ...any) error {
 // again on a new connection when it can be (no body, or GetBody, and an
 // idempotent method or an Idempotency-Key), as net/http does.
 func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	return c.RoundTripLimits(req, Limits{})
+}
+
+// Limits are one request's own bounds, beside the Client's Config: where
+// both bound the same wait, the sooner end wins. They are socket
+// deadlines, so a caller that times its attempts needs no context and
+// no timer of its own for them.
+type Limits struct {
+	// HeaderTimeout bounds the wait for the answer's head from the call
+	// to RoundTripLimits, the whole way there counted: a connection
+	// dialed, the request sent, the wait. A request still waiting then
+	// fails with ErrHeaderTimeout. 0 or negative means none.
+	HeaderTimeout time.Duration
+	// HeaderDeadline is the same bound as a time (the zero time: none);
+	// with both, the sooner end wins.
+	HeaderDeadline time.Time
+	// BodyIdleTimeout bounds each wait for bytes of the answer's body,
+	// as Config.BodyIdleTimeout does (ErrBodyIdle). 0 or negative means
+	// none.
+	BodyIdleTimeout time.Duration
+}
+
+// headerBound is when lim's head must have come (zero: no bound) and
+// how much sooner than that a deadline already on the socket may end
+// (a hundredth of the time given), so that a connection's every
+// exchange need not move its deadline.
+func (lim *Limits) headerBound() (time.Time, time.Duration) {
+	dl := lim.HeaderDeadline
+	if lim.HeaderTimeout <= 0 {
+		return dl, 0
+	}
+	now := time.Now()
+	if at := now.Add(lim.HeaderTimeout); dl.IsZero() || at.Before(dl) {
+		dl = at
+	}
+	return dl, max(dl.Sub(now)/100, 0)
+}
+
+// CancelWatcher is a request context that can call one function when
+// it ends, which the client uses instead of context.AfterFunc (a
+// context, a closure and a registration in the parent per request). A
+// context that is not one, or whose WatchCancel reports false, is
+// watched with context.AfterFunc.
+type CancelWatcher interface {
+	context.Context
+	// WatchCancel arranges for f to be called once when the context
+	// ends (at once if it has ended). It reports false when it cannot
+	// (a watch is in place already).
+	WatchCancel(f func()) bool
+	// StopWatch ends the watch WatchCancel started. It reports false
+	// when f has been called or is being called.
+	StopWatch() bool
+}
+
+// RoundTripLimits is RoundTrip with the request's own Limits.
+func (c *Client) RoundTripLimits(req *http.Request, lim Limits) (*http.Response, error) {
 	w, err := c.prepare(req)
 	if err != nil {
 		closeRequestBody(req)
@@ -137,15 +193,21 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	if body == http.NoBody {
 		body = nil
 	}
+	hb := headerBound{}
+	hb.at, hb.slack = lim.headerBound()
+	idle := c.cfg.BodyIdleTimeout
+	if t := lim.BodyIdleTimeout; t > 0 && (idle <= 0 || t < idle) {
+		idle = t
+	}
 	for try := 0; ; try++ {
-		cn, err := hp.get(ctx, try > 0, body == nil)
+		cn, err := hp.get(ctx, try > 0, body == nil, hb.at)
 		if err != nil {
 			if body != nil {
 				body.Close()
 			}
 			return nil, err
 		}
-		resp, err := cn.roundTrip(ctx, req, w, body)
+		resp, err := cn.roundTrip(ctx, req, w, body, hb, idle)
 		if err == nil {
 			return resp, nil
 		}
@@ -257,7 +319,7 @@ type hostPool struct {
 // get returns an idle connection that is still open, or a new one
 // (always a new one with fresh). With later, the look at an idle
 // connection's socket is left to the exchange (usable).
-func (hp *hostPool) get(ctx context.Context, fresh, later bool) (*conn, error) {
+func (hp *hostPool) get(ctx context.Context, fresh, later bool, deadline time.Time) (*conn, error) {
 	if !fresh {
 		for {
 			cn := hp.takeIdle()
@@ -270,7 +332,7 @@ func (hp *hostPool) get(ctx context.Context, fresh, later bool) (*conn, error) {
 			cn.close()
 		}
 	}
-	return hp.dial(ctx)
+	return hp.dial(ctx, deadline)
 }
 
 func (hp *hostPool) takeIdle() *conn {
@@ -320,16 +382,27 @@ func (hp *hostPool) closeIdle() {
 	}
 }
 
-// dial opens a new connection.
-func (hp *hostPool) dial(ctx context.Context) (*conn, error) {
+// dial opens a new connection, by the request's header deadline when it
+// has one (past it, the error is ErrHeaderTimeout).
+func (hp *hostPool) dial(ctx context.Context, deadline time.Time) (cn *conn, err error) {
 	cfg := &hp.c.cfg
 	if cfg.DialTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.DialTimeout)
 		defer cancel()
 	}
+	if !deadline.IsZero() {
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+		defer func() {
+			if err != nil && parent.Err() == nil && !time.Now().Before(deadline) {
+				err = ErrHeaderTimeout
+			}
+		}()
+	}
 	var nc net.Conn
-	var err error
 	if cfg.Dial != nil {
 		nc, err = cfg.Dial(ctx, "tcp", hp.addr)
 	} else {

@@ -789,7 +789,7 @@ func TestTimeouts(t *testing.T) {
 		start := time.Now()
 		req, _ := http.NewRequest("GET", "http://up/head", nil)
 		_, err := c.RoundTrip(req)
-		if !errors.Is(err, errHeaderTimeout) || time.Since(start) != 2*time.Second {
+		if !errors.Is(err, ErrHeaderTimeout) || time.Since(start) != 2*time.Second {
 			t.Fatalf("head: %v after %v", err, time.Since(start))
 		}
 		start = time.Now()
@@ -800,7 +800,7 @@ func TestTimeouts(t *testing.T) {
 		}
 		_, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if !errors.Is(err, errBodyIdle) || time.Since(start) != 3*time.Second {
+		if !errors.Is(err, ErrBodyIdle) || time.Since(start) != 3*time.Second {
 			t.Fatalf("body: %v after %v", err, time.Since(start))
 		}
 	})

@@ -220,8 +220,11 @@ type conn struct {
 
 	// The exchange in progress.
 	ctx       context.Context
-	stop      func() bool // ends the cancellation watch
-	canceled  atomic.Bool // the context ended it: the connection is closed
+	stop      func() bool   // ends the cancellation watch (context.AfterFunc's)
+	watcher   CancelWatcher // the watched context, when it watches for the client itself
+	headerDL  headerBound   // the request's own header deadline (Limits)
+	idle      time.Duration // each wait for the body's bytes (0: none)
+	canceled  atomic.Bool   // the context ended it: the connection is closed
 	cancelFn  func()
 	got       bool       // a byte of an answer came back
 	keep      bool       // the connection may carry the next exchange
@@ -274,6 +277,9 @@ func (cn *conn) usable(later bool) bool {
 		cn.peek = true
 		return true
 	}
+	// A past exchange's deadline, left on the socket, would fail the
+	// look (and readBy moves it anyway).
+	cn.readBy(headerBound{})
 	return peerOpen(cn.nc)
 }
 
@@ -292,13 +298,18 @@ func (e *notAnsweredError) Unwrap() error { return e.err }
 
 // roundTrip sends one request on cn and reads its answer's head. On an
 // error the connection is closed and body closed.
-func (cn *conn) roundTrip(ctx context.Context, req *http.Request, o *outbound, body io.ReadCloser) (*http.Response, error) {
+func (cn *conn) roundTrip(ctx context.Context, req *http.Request, o *outbound, body io.ReadCloser, hb headerBound, idle time.Duration) (*http.Response, error) {
 	cn.ctx, cn.got, cn.keep, cn.writeDone = ctx, false, true, nil
+	cn.headerDL, cn.idle = hb, idle
 	cn.canceled.Store(false)
-	cn.stop = context.AfterFunc(ctx, cn.cancelFn)
+	if w, ok := ctx.(CancelWatcher); ok && w.WatchCancel(cn.cancelFn) {
+		cn.watcher = w
+	} else {
+		cn.stop = context.AfterFunc(ctx, cn.cancelFn)
+	}
 	resp, err := cn.exchange(req, o, body)
 	if err != nil {
-		cn.stop()
+		cn.unwatch()
 		cn.close()
 		if cn.writeDone != nil {
 			if werr := <-cn.writeDone; werr != nil && !errors.Is(werr, errConnGone) {
@@ -318,7 +329,6 @@ func (cn *conn) roundTrip(ctx context.Context, req *http.Request, o *outbound, b
 var errConnGone = errors.New("upstream: connection closed while sending the body")
 
 func (cn *conn) exchange(req *http.Request, o *outbound, body io.ReadCloser) (*http.Response, error) {
-	cfg := &cn.hp.c.cfg
 	b := cn.appendHead(cn.out[:0], req, o)
 	if o.framing == frameLength && o.length <= maxInlineBody {
 		// Read the whole body first: a client that fails to send it
@@ -342,16 +352,25 @@ func (cn *conn) exchange(req *http.Request, o *outbound, body io.ReadCloser) (*h
 		// Written and the answer's first bytes read in one call, the
 		// pooled connection's look at its socket first.
 		cn.headRead = false
-		if cfg.HeaderTimeout > 0 {
-			cn.setReadDeadline(time.Now().Add(cfg.HeaderTimeout))
+		hb := cn.headerDeadline()
+		dl := hb.at
+		cn.readBy(hb)
+		big := len(b) > smallHead && !dl.IsZero()
+		if big {
+			// A head too large for the socket's buffer may wait for
+			// the upstream to read it: that wait is bounded too.
+			_ = cn.nc.SetWriteDeadline(dl)
 		}
 		stale, err := cn.sendAndRead(b, peek)
 		cn.keepOut(b)
+		if big {
+			_ = cn.nc.SetWriteDeadline(time.Time{})
+		}
 		if stale {
 			return nil, errStale
 		}
 		if err != nil {
-			return nil, cn.notAnswered(err)
+			return nil, cn.notAnswered(cn.sendErr(err))
 		}
 		return cn.readResponse(req, o)
 	}
@@ -362,24 +381,81 @@ func (cn *conn) exchange(req *http.Request, o *outbound, body io.ReadCloser) (*h
 		}
 		return nil, errStale
 	}
+	if !cn.headerDL.at.IsZero() {
+		// The request's own deadline bounds the sending too.
+		_ = cn.nc.SetWriteDeadline(cn.headerDL.at)
+	}
 	_, err := cn.nc.Write(b)
 	cn.keepOut(b)
+	if !cn.headerDL.at.IsZero() {
+		_ = cn.nc.SetWriteDeadline(time.Time{})
+	}
 	if err != nil {
 		if body != nil {
 			body.Close()
 		}
-		return nil, cn.notAnswered(err)
+		return nil, cn.notAnswered(cn.sendErr(err))
 	}
 	cn.headRead = false
 	if body != nil {
-		// The header timeout starts once the body is sent (the writer
-		// arms it), as net/http's ResponseHeaderTimeout does.
+		// Config.HeaderTimeout starts once the body is sent (the writer
+		// arms it), as net/http's ResponseHeaderTimeout does; the
+		// request's own deadline is in force from the start, and a
+		// reader past it ends the writer too (the connection closes).
+		cn.readBy(headerBound{at: cn.headerDL.at})
 		cn.writeDone = make(chan error, 1)
 		go cn.writeBody(req, o, body)
-	} else if cfg.HeaderTimeout > 0 {
-		cn.setReadDeadline(time.Now().Add(cfg.HeaderTimeout))
+	} else {
+		cn.readBy(cn.headerDeadline())
 	}
 	return cn.readResponse(req, o)
+}
+
+// smallHead is a request head that fits in any socket's send buffer:
+// writing it never waits for the upstream.
+const smallHead = 16 << 10
+
+// headerBound is when an answer's head must have come (the zero time:
+// no bound), and by how much sooner a deadline already in force may end
+// instead (see readBy).
+type headerBound struct {
+	at    time.Time
+	slack time.Duration
+}
+
+// headerDeadline is when the answer's head must have come for a request
+// without a streaming body: the sooner of the request's own deadline
+// and Config.HeaderTimeout from now.
+func (cn *conn) headerDeadline() headerBound {
+	hb := cn.headerDL
+	if t := cn.hp.c.cfg.HeaderTimeout; t > 0 {
+		if at := time.Now().Add(t); hb.at.IsZero() || at.Before(hb.at) {
+			hb = headerBound{at, t / 100}
+		}
+	}
+	return hb
+}
+
+// readBy puts the reads under hb, unless the deadline in force is up to
+// hb.slack sooner: keeping it saves a timer's move per exchange on a busy
+// connection, and a head that takes all but a hundredth of its time is
+// refused that little early. No bound clears the deadline.
+func (cn *conn) readBy(hb headerBound) {
+	cn.dlMu.Lock()
+	dl := cn.readDL
+	cn.dlMu.Unlock()
+	if hb.at.Equal(dl) || !dl.IsZero() && !hb.at.IsZero() && !hb.at.Before(dl) && hb.at.Sub(dl) <= hb.slack {
+		return
+	}
+	cn.setReadDeadline(hb.at)
+}
+
+// sendErr names a send that the request's deadline cut.
+func (cn *conn) sendErr(err error) error {
+	if !cn.canceled.Load() && isTimeout(err) {
+		return ErrHeaderTimeout
+	}
+	return err
 }
 
 // keepOut keeps the head's buffer for the next exchange, unless it grew
@@ -476,9 +552,13 @@ func (cn *conn) writeBody(req *http.Request, o *outbound, body io.ReadCloser) {
 	err := cn.copyBody(req, o, body)
 	body.Close()
 	if t := cn.hp.c.cfg.HeaderTimeout; t > 0 && err == nil {
+		at := time.Now().Add(t)
+		if dl := cn.headerDL.at; !dl.IsZero() && dl.Before(at) {
+			at = dl // the request's own deadline is sooner
+		}
 		cn.dlMu.Lock()
 		if !cn.headRead {
-			cn.readDL = time.Now().Add(t)
+			cn.readDL = at
 			_ = cn.nc.SetReadDeadline(cn.readDL)
 		}
 		cn.dlMu.Unlock()
@@ -576,17 +656,20 @@ func (cn *conn) setReadDeadline(t time.Time) {
 }
 
 // renewReadDeadline puts the next read under timeout from now, unless
-// the deadline in force is within a hundredth of it (a busy body arms
-// no timer per read).
+// the deadline in force ends up to a hundredth of it sooner (a busy body
+// arms no timer per read). One that ends later (the head's) is moved.
 func (cn *conn) renewReadDeadline(timeout time.Duration) {
-	at := time.Now().Add(timeout)
-	cn.dlMu.Lock()
-	dl := cn.readDL
-	cn.dlMu.Unlock()
-	if at.Sub(dl) < timeout/100 && !dl.IsZero() {
+	cn.readBy(headerBound{time.Now().Add(timeout), timeout / 100})
+}
+
+// bodyWait puts a wait for the body's bytes under the idle timeout, or
+// under none: the head's deadline, left on the socket, is not the body's.
+func (cn *conn) bodyWait() {
+	if cn.idle > 0 {
+		cn.renewReadDeadline(cn.idle)
 		return
 	}
-	cn.setReadDeadline(at)
+	cn.readBy(headerBound{})
 }
 
 // fill reads more bytes into buf, making room first.
@@ -635,8 +718,12 @@ func (cn *conn) readResponse(req *http.Request, o *outbound) (*http.Response, er
 			cn.dlMu.Lock()
 			cn.headRead = true
 			cn.dlMu.Unlock()
-			if cn.readDL != (time.Time{}) {
-				cn.setReadDeadline(time.Time{}) // the header timeout is over
+			// The header timeout is over. Its deadline stays on the
+			// socket for the next exchange's readBy, unless a tunnel
+			// (no deadlines) follows: a body's reads set their own
+			// (bodyWait).
+			if code == http.StatusSwitchingProtocols && cn.readDL != (time.Time{}) {
+				cn.setReadDeadline(time.Time{})
 			}
 		}
 		code := resp.StatusCode
@@ -673,7 +760,7 @@ func (cn *conn) readHead(limit int) (int, error) {
 				return 0, err
 			}
 			if isTimeout(err) {
-				return 0, errHeaderTimeout
+				return 0, ErrHeaderTimeout
 			}
 			if !cn.got {
 				return 0, cn.notAnswered(err)
@@ -688,11 +775,15 @@ func (cn *conn) readHead(limit int) (int, error) {
 
 var crlfcrlf = []byte("\r\n\r\n")
 
-// errHeaderTimeout: no response head within HeaderTimeout.
-var errHeaderTimeout = &timeoutError{"no response headers within the header timeout"}
-
-// errBodyIdle: no byte of the response body within BodyIdleTimeout.
-var errBodyIdle = &timeoutError{"the response body stalled past the idle timeout"}
+// Timeouts. Both are net.Errors whose Timeout is true.
+var (
+	// ErrHeaderTimeout: no response head within Config.HeaderTimeout or
+	// by the request's Limits.HeaderDeadline.
+	ErrHeaderTimeout error = &timeoutError{"no response headers within the header timeout"}
+	// ErrBodyIdle: no byte of the response body within the body's idle
+	// timeout (Config.BodyIdleTimeout, Limits.BodyIdleTimeout).
+	ErrBodyIdle error = &timeoutError{"the response body stalled past the idle timeout"}
+)
 
 // timeoutError is a net.Error whose Timeout is true.
 type timeoutError struct{ what string }
@@ -808,21 +899,32 @@ var chunkedTE = []string{"chunked"}
 
 // endWatch stops watching the request's context for good.
 func (cn *conn) endWatch() {
-	if cn.stop != nil && !cn.stop() {
+	if !cn.unwatch() {
 		cn.canceled.Store(true)
 	}
-	cn.stop = nil
+}
+
+// unwatch stops watching the request's context; false when the watch
+// already fired (the connection is closed, or closing).
+func (cn *conn) unwatch() bool {
+	switch {
+	case cn.watcher != nil:
+		w := cn.watcher
+		cn.watcher = nil
+		return w.StopWatch()
+	case cn.stop != nil:
+		stop := cn.stop
+		cn.stop = nil
+		return stop()
+	}
+	return true
 }
 
 // done ends the exchange, once: the connection goes back to the pool
 // when the answer ended cleanly (ok), every byte of the request was
 // sent, and both sides may keep it; else it closes.
 func (cn *conn) done(ok bool) {
-	stopped := true
-	if cn.stop != nil {
-		stopped = cn.stop()
-		cn.stop = nil
-	}
+	stopped := cn.unwatch()
 	if cn.writeDone != nil {
 		select {
 		case err := <-cn.writeDone:
@@ -843,9 +945,6 @@ func (cn *conn) done(ok bool) {
 	if !ok || !stopped || !cn.keep || cn.canceled.Load() || cn.closed.Load() || cn.r != cn.w {
 		cn.close()
 		return
-	}
-	if !cn.readDL.IsZero() {
-		cn.setReadDeadline(time.Time{})
 	}
 	cn.r, cn.w = 0, 0
 	cn.ctx = nil

@@ -26,7 +26,16 @@
 //     from the request's end to the answer's head, BodyIdleTimeout for
 //     each wait for the answer's body; the request's context ends the
 //     exchange at any point (the connection is closed, and the error is
-//     the context's cause).
+//     the context's cause). RoundTripLimits adds a request's own bounds
+//     (Limits: a header timeout or deadline counting the dial too, a body
+//     idle timeout), the sooner winning. All are socket deadlines, so a
+//     caller that times its attempts this way needs no context or timer
+//     per attempt; a deadline left on a connection after its head is
+//     moved by the next exchange only when it ends more than a hundredth
+//     of that exchange's bound sooner, which saves a runtime timer's move
+//     per request on a busy connection. A request context that is a
+//     CancelWatcher is watched through one function it keeps, instead of
+//     context.AfterFunc's registration per request.
 //   - Streaming both ways. A request body of known length up to 64 KiB
 //     is read whole first and written with the head in one write (as
 //     nginx buffers request bodies): a client whose body fails fails

@@ -142,9 +142,7 @@ func (cn *conn) readBody(p []byte) (int, error) {
 		cn.r += n
 		return n, nil
 	}
-	if t := cn.hp.c.cfg.BodyIdleTimeout; t > 0 {
-		cn.renewReadDeadline(t)
-	}
+	cn.bodyWait()
 	n, err := cn.nc.Read(p)
 	if n > 0 {
 		return n, nil
@@ -162,7 +160,7 @@ func (cn *conn) bodyErr(err error) error {
 	case cn.canceled.Load() && cn.ctx != nil:
 		return context.Cause(cn.ctx)
 	case isTimeout(err):
-		return errBodyIdle
+		return ErrBodyIdle
 	case err == io.EOF:
 		return io.ErrUnexpectedEOF
 	}
@@ -187,9 +185,7 @@ func (cn *conn) readLine(limit int) (string, error) {
 		if cn.w-cn.r > limit+2 {
 			return "", errBadChunk
 		}
-		if t := cn.hp.c.cfg.BodyIdleTimeout; t > 0 {
-			cn.renewReadDeadline(t)
-		}
+		cn.bodyWait()
 		if err := cn.fill(); err != nil {
 			return "", cn.bodyErr(err)
 		}
