@@ -247,6 +247,9 @@ func (c *conn) finish() {
 		return // closed, and forgotten by the server, by its new owner
 	}
 	c.stopBackgroundRead()
+	if c.watch != nil {
+		c.watch.stop()
+	}
 	if c.reads > 0 {
 		c.s.loopReads.Add(uint64(c.reads))
 	}

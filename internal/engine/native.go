@@ -111,14 +111,18 @@ func (w *Response) Abort() {
 var errAborted = errors.New("engine: answer aborted")
 
 // WatchClient watches for the client going away while the answer is
-// not yet begun, from after delay on: if the request is still waiting
-// then (a slow upstream), a read on the connection starts, as the
-// bridge's background read does for every request, and cancel is
+// not yet begun, from after delay to twice delay on: if the request is
+// still waiting then (a slow upstream), a read on the connection starts,
+// as the bridge's background read does for every request, and cancel is
 // called when it sees the client's end. Inside the read loop, where
 // the connection may not be read, the watch looks at the socket
-// instead (MSG_PEEK) after delay and then at doubling intervals up to
-// 250 ms, so a client that leaves is seen within that. A request answered within delay
-// costs no read and no goroutine (one timer per connection, reset).
+// instead (MSG_PEEK), then again at doubling intervals up to 250 ms, so
+// a client that leaves is seen within that. A request answered within
+// delay costs no read and no goroutine, and no timer of its own: the
+// connection's one timer is left running while requests come, and a
+// firing that finds a watch it has not seen before only notes it (the
+// next one looks), so a busy connection moves its timer every delay,
+// not twice a request.
 // Unwatch must be called before the answer is written. A pipelined
 // request already read, or the connection's next bytes, end the watch
 // (the client is still there).
@@ -137,12 +141,34 @@ func (w *Response) WatchClient(delay time.Duration, cancel func()) {
 	// Inside the read loop nothing may read the connection: the watch
 	// looks at the socket instead (see fire).
 	wt.peek, wt.every = c.inLoop, delay
-	// Under mu: fire re-arms the timer.
-	if wt.timer == nil {
-		wt.timer = time.AfterFunc(delay, wt.fire)
-	} else {
-		wt.timer.Reset(delay)
+	wt.gen++
+	// Under mu: fire re-arms the timer. A timer due within delay stays
+	// (its firing notes this watch); one due later, or none, is set so
+	// that its firing, after delay, looks.
+	if !wt.running || wt.due > delay {
+		wt.seen = wt.gen
+		wt.reset(delay)
 	}
+	wt.mu.Unlock()
+}
+
+// reset sets the timer to fire after d (under mu).
+func (wt *clientWatch) reset(d time.Duration) {
+	wt.running, wt.due = true, d
+	if wt.timer == nil {
+		wt.timer = time.AfterFunc(d, wt.fire)
+	} else {
+		wt.timer.Reset(d)
+	}
+}
+
+// stop stops the timer for good: the connection is closing.
+func (wt *clientWatch) stop() {
+	wt.mu.Lock()
+	if wt.timer != nil {
+		wt.timer.Stop()
+	}
+	wt.running, wt.armed = false, false
 	wt.mu.Unlock()
 }
 
@@ -160,8 +186,7 @@ func (w *Response) Unwatch() (gone bool) {
 	wt.mu.Lock()
 	started, gone := wt.started, wt.gone
 	wt.armed, wt.started, wt.cancel, wt.gone = false, false, nil, false
-	wt.timer.Stop()
-	wt.mu.Unlock()
+	wt.mu.Unlock() // the timer runs on: its next firing finds nothing armed, or the next watch
 	if started {
 		c.stopBackgroundRead()
 	}
@@ -188,6 +213,12 @@ type clientWatch struct {
 	peek  bool
 	every time.Duration
 	gone  bool
+	// running: the timer is set, to fire within due of when it was.
+	// gen counts the watches; seen is the one a firing may look for
+	// (the one it found armed before, or the one the timer was set for).
+	running   bool
+	due       time.Duration
+	gen, seen uint64
 }
 
 // maxWatchEvery bounds the time between two looks of a watch inside the
@@ -206,7 +237,18 @@ const (
 func (wt *clientWatch) fire() {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
-	if !wt.armed || wt.started || wt.gone || wt.c.bg != nil || wt.c.w > wt.c.r {
+	wt.running = false
+	if !wt.armed {
+		return // the connection is idle, or closing: the timer stops
+	}
+	if wt.seen != wt.gen {
+		// A watch that began after the timer was set: it may be
+		// younger than its delay. The next firing looks.
+		wt.seen = wt.gen
+		wt.reset(wt.every)
+		return
+	}
+	if wt.started || wt.gone || wt.c.bg != nil || wt.c.w > wt.c.r {
 		return
 	}
 	if wt.peek {
@@ -219,7 +261,7 @@ func (wt *clientWatch) fire() {
 			wt.cancel()
 		case peekNothing:
 			wt.every = min(2*wt.every, maxWatchEvery)
-			wt.timer.Reset(wt.every)
+			wt.reset(wt.every)
 		}
 		return // peekData: the client is there, and its next request ends the watch
 	}

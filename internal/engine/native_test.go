@@ -176,3 +176,99 @@ func watchClientAfterDelay(t *testing.T, loop bool) {
 		t.Fatal("the watch did not see the client leave")
 	}
 }
+
+// TestWatchClientAfterQuickRequests: the connection's watch timer, left
+// running by requests answered within their delay (or set for a longer
+// delay), still looks for the next request that waits: a client that
+// leaves it is seen.
+func TestWatchClientAfterQuickRequests(t *testing.T) {
+	for _, loop := range []bool{false, true} {
+		for _, first := range []time.Duration{time.Millisecond, time.Hour} {
+			t.Run(fmt.Sprintf("loop %v, first delay %v", loop, first), func(t *testing.T) {
+				watchClientAfterQuickRequests(t, loop, first)
+			})
+		}
+	}
+}
+
+func watchClientAfterQuickRequests(t *testing.T, loop bool, first time.Duration) {
+	canceled := make(chan bool, 1)
+	handler := func(w *Response, r *Request) bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if path, _ := r.Path(); path == "/quick" {
+			w.WatchClient(first, cancel)
+			w.Unwatch()
+			w.Write(200, okLines, []byte("ok"))
+			return true
+		}
+		w.WatchClient(time.Millisecond, cancel)
+		select {
+		case <-ctx.Done():
+			canceled <- true
+		case <-time.After(5 * time.Second):
+			canceled <- false
+		}
+		w.Unwatch()
+		w.Abort()
+		return true
+	}
+	var fast FastHandler = fastFunc(handler)
+	if loop {
+		fast = loopFunc(handler)
+	}
+	_, addr := serveEngine(t, Config{Fast: fast})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for range 3 {
+		io.WriteString(c, "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(10 * time.Millisecond) // the watch is under way
+	c.Close()
+	if !<-canceled {
+		t.Fatal("the watch did not see the client leave")
+	}
+}
+
+// TestWatchTimerStoppedAtClose: the watch timer left running between
+// requests is stopped when the connection closes, not left to fire (up
+// to its longest delay later) holding the connection.
+func TestWatchTimerStoppedAtClose(t *testing.T) {
+	watches := make(chan *clientWatch, 1)
+	closed := make(chan struct{})
+	_, addr := serveEngine(t, Config{
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed {
+				close(closed)
+			}
+		},
+		Fast: fastFunc(func(w *Response, r *Request) bool {
+			w.WatchClient(time.Hour, func() {})
+			w.Unwatch()
+			watches <- w.c.watch
+			w.Write(200, okLines, []byte("ok"))
+			return true
+		}),
+	})
+	if got := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); !strings.HasSuffix(got, "\r\n\r\nok") {
+		t.Fatalf("answer %q", got)
+	}
+	wt := <-watches
+	<-closed
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	if wt.timer.Stop() || wt.running {
+		t.Fatal("the closed connection's watch timer is still set")
+	}
+}
