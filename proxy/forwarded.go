@@ -30,8 +30,10 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 // bridge's *http.Request and the engine's parsed head both provide it,
 // so that both front ends forward by the same rules (writeForwarded).
 type inbound interface {
-	remoteAddr() string // "ip:port"
-	secure() bool       // it came over TLS
+	// peer is the client's address (unmapped, no zone) and port;
+	// known is false when it is not an IP address.
+	peer() (addr netip.Addr, port uint16, known bool)
+	secure() bool // it came over TLS
 	// values is every value of a field (name canonical), nil when absent.
 	values(name string) []string
 }
@@ -39,9 +41,9 @@ type inbound interface {
 // httpInbound is an *http.Request as an inbound.
 type httpInbound struct{ r *http.Request }
 
-func (h httpInbound) remoteAddr() string          { return h.r.RemoteAddr }
-func (h httpInbound) secure() bool                { return h.r.TLS != nil }
-func (h httpInbound) values(name string) []string { return h.r.Header[name] }
+func (h httpInbound) peer() (netip.Addr, uint16, bool) { return peerAddr(h.r.RemoteAddr) }
+func (h httpInbound) secure() bool                     { return h.r.TLS != nil }
+func (h httpInbound) values(name string) []string      { return h.r.Header[name] }
 
 // writeForwarded writes the forwarding headers of in, whose host (as
 // net/http reads it) is inHost, on out, from which the inbound ones
@@ -55,7 +57,7 @@ func (h httpInbound) values(name string) []string { return h.r.Header[name] }
 // peer is the client itself: whatever chain it sent is a claim nobody
 // vouches for, so it is replaced by the peer's address alone.
 func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals []string) {
-	peer, port, known := peerAddr(in.remoteAddr())
+	peer, port, known := in.peer()
 	trusted := known && p.trusted(peer)
 	proto := "http"
 	if in.secure() {

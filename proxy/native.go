@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -418,8 +419,13 @@ func appendCanonical(b []byte, name string) []byte {
 // engineInbound is the engine's parsed head as an inbound.
 type engineInbound struct{ r *engine.Request }
 
-func (e engineInbound) remoteAddr() string { return e.r.RemoteAddrString() }
-func (e engineInbound) secure() bool       { return false } // the engine serves cleartext only
+func (e engineInbound) peer() (netip.Addr, uint16, bool) {
+	if ap, ok := e.r.RemoteAddrPort(); ok {
+		return ap.Addr().Unmap().WithZone(""), ap.Port(), true
+	}
+	return peerAddr(e.r.RemoteAddrString()) // not ip:port: as the bridge reads it
+}
+func (e engineInbound) secure() bool { return false } // the engine serves cleartext only
 
 // values copies the values (only a trusted peer's chain is read): they
 // may end up in the outbound header, which outlives r's views.

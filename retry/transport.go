@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"time"
 	"unsafe"
@@ -128,9 +129,11 @@ func (p *Policy) attemptRequest(req *http.Request, n int, to Timeout) (*http.Req
 		r.Body = body
 	}
 	if setTimeout {
-		h := make(http.Header, len(req.Header)+1)
-		for k, v := range req.Header {
-			h[k] = v
+		// maps.Clone copies the map's memory, without hashing each
+		// name again as a loop of assignments does.
+		h := maps.Clone(req.Header)
+		if h == nil {
+			h = make(http.Header, 1)
 		}
 		a.v[0] = a.timeout(to.Left)
 		h[p.deadlineHeader] = a.v[:]

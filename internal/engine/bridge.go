@@ -649,17 +649,19 @@ func (w *respWriter) commit(p []byte) {
 	}
 
 	b := append(c.out, statusLine(w.status)...)
-	var keyBuf [16]string
-	keys := keyBuf[:0]
-	for k := range hdr {
+	// The fields in name order (as net/http writes them), each name's
+	// values taken in the one pass over the map.
+	var fieldBuf [16]headerField
+	fields := fieldBuf[:0]
+	for k, vv := range hdr {
 		if !exclude.has(k) && httpguts.ValidHeaderFieldName(k) {
-			keys = append(keys, k)
+			fields = append(fields, headerField{k, vv})
 		}
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, v := range hdr[k] {
-			b = appendField(b, k, v)
+	slices.SortFunc(fields, func(x, y headerField) int { return strings.Compare(x.name, y.name) })
+	for _, f := range fields {
+		for _, v := range f.values {
+			b = appendField(b, f.name, v)
 		}
 	}
 	for _, line := range extra {
@@ -671,6 +673,12 @@ func (w *respWriter) commit(p []byte) {
 	}
 	b = append(b, "\r\n"...)
 	c.out = b
+}
+
+// headerField is a header's name and values, as commit writes them.
+type headerField struct {
+	name   string
+	values []string
 }
 
 // excluded is the small set of header names commit leaves out.

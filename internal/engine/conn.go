@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -35,12 +36,16 @@ type conn struct {
 	r, w int
 	out  []byte // answers not yet written
 
-	h       head
-	reqs    int    // requests answered
-	remote  string // RemoteAddr().String(), once asked for
-	pending []byte // the bridge's body buffer, reused between answers
-	freq    Request
-	fresp   Response
+	h      head
+	reqs   int    // requests answered
+	remote string // RemoteAddr().String(), once asked for
+	// peer is the client's address as netip reads it, once asked for
+	// (peerSet); peerOK: it is an IP address and port.
+	peer            netip.AddrPort
+	peerSet, peerOK bool
+	pending         []byte // the bridge's body buffer, reused between answers
+	freq            Request
+	fresp           Response
 
 	// Deadlines in force (zero: none), to skip renewals that would move
 	// a deadline by less than a hundredth of its timeout.

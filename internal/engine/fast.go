@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 	"unsafe"
 )
@@ -106,6 +107,23 @@ func (r *Request) Upgrade() bool { return r.c.h.upgrade }
 // RemoteAddrString returns the client's address as a string ("ip:port"),
 // made once per connection.
 func (r *Request) RemoteAddrString() string { return r.c.remoteAddr() }
+
+// RemoteAddrPort returns the client's address and port, read once per
+// connection; false when the connection's address is not an IP one.
+func (r *Request) RemoteAddrPort() (netip.AddrPort, bool) {
+	c := r.c
+	if !c.peerSet {
+		c.peerSet = true
+		switch a := c.rwc.RemoteAddr().(type) {
+		case *net.TCPAddr:
+			c.peer, c.peerOK = a.AddrPort(), a.IP != nil
+		default:
+			ap, err := netip.ParseAddrPort(c.remoteAddr())
+			c.peer, c.peerOK = ap, err == nil
+		}
+	}
+	return c.peer, c.peerOK
+}
 
 // ProtoMinor returns 1 for HTTP/1.1, 0 for HTTP/1.0.
 func (r *Request) ProtoMinor() int { return r.c.h.minor }

@@ -51,3 +51,16 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseResponse parses a typical answer's head (nine fields).
+func BenchmarkParseResponse(b *testing.B) {
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: 1234\r\n" +
+		"Date: Tue, 01 Dec 2026 10:00:00 GMT\r\nCache-Control: max-age=60\r\nEtag: \"abc123\"\r\n" +
+		"Last-Modified: Mon, 30 Nov 2026 10:00:00 GMT\r\nVary: Accept-Encoding\r\nServer: backend\r\nX-Request-Id: 7f3a\r\n\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseResponse(head); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -59,7 +59,9 @@ func parseResponse(b []byte) (*answer, error) {
 		ProtoMinor: int(line[7] - '0'),
 	}}
 	rest := s[i+2 : len(s)-2] // the field lines, each ending in CRLF
-	n := strings.Count(rest, "\r\n")
+	// Each line ends in CRLF (a lone LF is refused below): counting the
+	// LFs, one byte, is the vectorised count.
+	n := strings.Count(rest, "\n")
 	h := make(http.Header, n)
 	vals := a.vals[:min(n, answerFields)]
 	if n > answerFields {
