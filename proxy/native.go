@@ -192,7 +192,10 @@ func flushEach(resp *http.Response) bool {
 		return true
 	}
 	const sse = "text/event-stream"
-	ct := resp.Header.Get("Content-Type")
+	var ct string // resp.Header.Get without canonicalising a canonical name
+	if vv := resp.Header["Content-Type"]; len(vv) > 0 {
+		ct = vv[0]
+	}
 	if len(ct) < len(sse) || !strings.EqualFold(strings.TrimSpace(ct)[:min(len(sse), len(strings.TrimSpace(ct)))], sse) {
 		return false // not worth parsing (ParseMediaType allocates)
 	}
@@ -254,8 +257,12 @@ func removeHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, k := range hopByHop {
-		delete(h, k)
+	// One pass over the answer's few names, not a hashed delete for
+	// each of the nine.
+	for k := range h {
+		if slices.Contains(hopByHop[:], k) {
+			delete(h, k)
+		}
 	}
 }
 

@@ -273,7 +273,7 @@ func (w *respWriter) WriteHeader(code int) {
 		return // informational answers are not sent
 	}
 	w.wroteHeader, w.status = true, code
-	if v := w.header.Get("Content-Length"); v != "" {
+	if v := headerValue(w.header, "Content-Length"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err == nil && n >= 0 {
 			w.cl = n
@@ -375,7 +375,7 @@ func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.committed && w.chunking || w.isHead || !bodyAllowed(w.status) || !w.committed && w.header.Get("Content-Type") == "" {
+	if w.committed && w.chunking || w.isHead || !bodyAllowed(w.status) || !w.committed && headerValue(w.header, "Content-Type") == "" {
 		return io.Copy(writerOnly{w}, src)
 	}
 	if !w.committed {
@@ -567,7 +567,7 @@ func (w *respWriter) commit(p []byte) {
 	var extraBuf [6]string
 	extra := extraBuf[:0] // "Name: value" lines
 
-	te := hdr.Get("Transfer-Encoding")
+	te := headerValue(hdr, "Transfer-Encoding")
 	hasTE := te != ""
 	if w.handlerDone && !hasTE && bodyAllowed(w.status) && len(hdr["Content-Length"]) == 0 && (!w.isHead || len(p) > 0) && !w.declaresTrailers() {
 		w.cl = int64(len(p))
@@ -575,7 +575,7 @@ func (w *respWriter) commit(p []byte) {
 	}
 	hasCL := w.cl != -1
 	wants10KeepAlive := minor == 0 && c.h.keepAlive && !c.h.close
-	if wants10KeepAlive && keepAlives && len(hdr["Content-Length"]) > 0 && hdr.Get("Connection") == "keep-alive" {
+	if wants10KeepAlive && keepAlives && len(hdr["Content-Length"]) > 0 && headerValue(hdr, "Connection") == "keep-alive" {
 		w.closeAfter = false
 	}
 	if wants10KeepAlive && (w.isHead || hasCL || !bodyAllowed(w.status)) {
@@ -586,7 +586,7 @@ func (w *respWriter) commit(p []byte) {
 	} else if minor == 0 || reqClose {
 		w.closeAfter = true
 	}
-	if hdr.Get("Connection") == "close" || !keepAlives {
+	if headerValue(hdr, "Connection") == "close" || !keepAlives {
 		w.closeAfter = true
 	}
 	if w.body != nil && w.body.expect {
@@ -596,7 +596,7 @@ func (w *respWriter) commit(p []byte) {
 		w.closeAfter = true
 	}
 	if bodyAllowed(w.status) {
-		if _, haveType := hdr["Content-Type"]; !haveType && hdr.Get("Content-Encoding") == "" && !hasTE && len(p) > 0 {
+		if _, haveType := hdr["Content-Type"]; !haveType && headerValue(hdr, "Content-Encoding") == "" && !hasTE && len(p) > 0 {
 			extra = append(extra, "Content-Type: "+http.DetectContentType(p))
 		}
 	} else {
@@ -641,7 +641,7 @@ func (w *respWriter) commit(p []byte) {
 			})
 		}
 	}
-	if w.closeAfter && (!keepAlives || !hasToken(hdr.Get("Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
+	if w.closeAfter && (!keepAlives || !hasToken(headerValue(hdr, "Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
 		exclude.add("Connection")
 		if minor >= 1 {
 			extra = append(extra, "Connection: close")
@@ -673,6 +673,15 @@ func (w *respWriter) commit(p []byte) {
 	}
 	b = append(b, "\r\n"...)
 	c.out = b
+}
+
+// headerValue is h.Get(name) for a canonical name, without Get's
+// canonicalisation of the name on every call.
+func headerValue(h http.Header, name string) string {
+	if vv := h[name]; len(vv) > 0 {
+		return vv[0]
+	}
+	return ""
 }
 
 // headerField is a header's name and values, as commit writes them.
