@@ -73,7 +73,11 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	nc.call = call{Context: ctx, route: rt}
 	c := &nc.call
 	if p.cfg.CallTimeout > 0 {
-		c.own = p.now().Add(p.cfg.CallTimeout)
+		start := w.Received() // the call's time counts from its arrival
+		if !p.pool.realClock {
+			start = p.now()
+		}
+		c.own = start.Add(p.cfg.CallTimeout)
 	}
 	var tmpl http.Request
 	p.nativeRequest(&tmpl, r, nc)

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -516,4 +517,48 @@ func TestNativeForwardedChain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNativeCallDeadline: forwarded natively, a call has the proxy's
+// own deadline from the request's arrival: an upstream that never
+// answers gets 504 within CallTimeout (not the longer HeaderTimeout),
+// and is told what is left of it.
+func TestNativeCallDeadline(t *testing.T) {
+	if testEngine != "fast" {
+		t.Skip("the native path is the fast engine's")
+	}
+	budget := make(chan string, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	up := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		select {
+		case budget <- req.Header.Get("Request-Timeout"):
+		default:
+		}
+		<-stop // never answers
+	})
+	p := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 5 * time.Second, CallTimeout: 300 * time.Millisecond,
+		NoBreaker: true, EjectAfter: -1})
+	base, f := nativeFront(t, p, true)
+	start := time.Now()
+	resp, err := http.Get(base + "/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || took > 3*time.Second {
+		t.Fatalf("hung upstream: %d after %v; want 504 within the 300 ms call timeout", resp.StatusCode, took)
+	}
+	if v, err := strconv.ParseFloat(<-budget, 64); err != nil || v <= 0 || v > 0.3 {
+		t.Errorf("the upstream was told Request-Timeout %v (%v); want what is left of 0.3 s", v, err)
+	}
+	if f.nativeCalls.Load() != 1 {
+		t.Errorf("%d requests forwarded natively, want 1", f.nativeCalls.Load())
+	}
+	waitIdle(t, p, 5*time.Second)
 }

@@ -163,6 +163,11 @@ type Response struct {
 	isHead, headSet bool
 }
 
+// Received is when the request's head was read (the real clock): a
+// handler that times the request from its arrival needs no clock read
+// of its own.
+func (w *Response) Received() time.Time { return w.now }
+
 // ServeWith answers the request with h, through the net/http bridge,
 // now: h gets the *http.Request and http.ResponseWriter Config.Handler
 // would have got (the body included). A FastHandler that has decided
