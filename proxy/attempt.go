@@ -56,9 +56,10 @@ type attempt struct {
 // proxy's own deadline, whichever is sooner. A direct one leaves the
 // timing to the client (see attempt).
 func (p *pool) newAttempt(parent context.Context, m *member, direct bool) *attempt {
-	a := &attempt{idle: p.idleTimeout, p: p, m: m, call: parent, direct: direct}
-	d := p.headerTimeout
 	c := callOf(parent)
+	a := c.attemptStorage()
+	*a = attempt{idle: p.idleTimeout, p: p, m: m, call: parent, direct: direct}
+	d := p.headerTimeout
 	if direct && p.realClock {
 		// The client reads the clock, once for both bounds.
 		a.ctx, a.headerTimeout = parent, d

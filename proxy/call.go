@@ -58,6 +58,21 @@ type call struct {
 	upstreamFailed atomic.Bool
 	// returned: the ReverseProxy returned; later body errors are nobody's.
 	returned atomic.Bool
+
+	// first is the storage of the call's first attempt (one allocation
+	// for both); firstTaken: it is in use. Never reused: a later
+	// attempt has its own.
+	first      attempt
+	firstTaken atomic.Bool
+}
+
+// attemptStorage is where the call's next attempt lives: the call's own
+// storage for the first, a new attempt after it, or without a call.
+func (c *call) attemptStorage() *attempt {
+	if c != nil && c.firstTaken.CompareAndSwap(false, true) {
+		return &c.first
+	}
+	return new(attempt)
 }
 
 // callKey finds the call in a context derived from it.

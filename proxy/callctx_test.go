@@ -101,3 +101,21 @@ func TestCallCtxConcurrent(t *testing.T) {
 		<-c.Done()
 	}
 }
+
+// A call's first attempt lives in the call; every later one has storage
+// of its own, so that nothing left of an earlier attempt (a timer, a
+// body someone still holds) can touch a later one.
+func TestAttemptStorage(t *testing.T) {
+	c := &call{Context: context.Background()}
+	first, second, third := c.attemptStorage(), c.attemptStorage(), c.attemptStorage()
+	if first != &c.first {
+		t.Fatal("the first attempt is not the call's own storage")
+	}
+	if second == first || third == first || third == second {
+		t.Fatal("a later attempt shares an earlier one's storage")
+	}
+	var none *call
+	if a, b := none.attemptStorage(), none.attemptStorage(); a == nil || a == b {
+		t.Fatal("without a call, attempts must still be distinct")
+	}
+}

@@ -23,7 +23,7 @@ const (
 // httputil.ReverseProxy has removed the inbound forwarding headers from
 // pr.Out before Rewrite runs; they are read from pr.In.
 func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
-	p.writeForwarded(httpInbound{pr.In}, pr.In.Host, pr.Out.Header, nil)
+	p.writeForwarded(httpInbound{pr.In}, pr.In.Host, pr.Out.Header, nil, nil)
 }
 
 // inbound is what the forwarding rules read of an inbound request: the
@@ -56,7 +56,7 @@ func (h httpInbound) values(name string) []string      { return h.r.Header[name]
 // X-Forwarded-Proto (what the first proxy saw) pass unchanged. Any other
 // peer is the client itself: whatever chain it sent is a claim nobody
 // vouches for, so it is replaced by the peer's address alone.
-func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals []string) {
+func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals []string, room []byte) {
 	peer, port, known := in.peer()
 	trusted := known && p.trusted(peer)
 	proto := "http"
@@ -79,7 +79,10 @@ func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals 
 	// forwarded request pays one allocation here, or two, not one per
 	// piece. The names are canonical constants, so the map is written
 	// directly, without Header.Set's canonicalisation.
-	buf := make([]byte, 0, len(priorXFF)+len(priorFwd)+2*len(inHost)+96)
+	buf := room[:0] // the native path's storage, written here once
+	if n := len(priorXFF) + len(priorFwd) + 2*len(inHost) + 96; cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
 	buf = appendPrior(buf, priorXFF)
 	if known {
 		buf = peer.AppendTo(buf)

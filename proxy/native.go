@@ -271,15 +271,29 @@ func removeHopByHop(h http.Header) {
 }
 
 // nativeCall is a natively forwarded call with the storage of its
-// outbound request's URL and header values and of the send deadline's
-// writer, and of its context, one allocation for the five.
+// outbound request's URL, header values and their bytes, of the send
+// deadline's writer and of its context: one allocation for them all.
 type nativeCall struct {
 	call
 	ctx  callCtx
 	url  url.URL
 	vals [nativeValues]string
 	dw   deadlineWriter
+	// The bytes of the outbound request's strings (nativeRequest) and
+	// of its forwarding headers' values (writeForwarded), when they fit:
+	// each is written once, before any string over it exists.
+	arena [nativeArena]byte
+	fwd   [nativeForwarded]byte
 }
+
+// nativeArena and nativeForwarded size a nativeCall's byte storage: a
+// head of a few short fields (an API client's, a load tester's) and the
+// forwarding values of a client without a trusted chain fit; others take
+// a slice of their own.
+const (
+	nativeArena     = 384
+	nativeForwarded = 128
+)
 
 // nativeValues is how many header values a nativeCall holds: the
 // client's fields, two of the outbound request's own and the four
@@ -318,7 +332,10 @@ func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCa
 			}
 		}
 	}
-	arena := make([]byte, 0, n)
+	arena := nc.arena[:0] // written once, then frozen: the strings may share it
+	if n > len(nc.arena) {
+		arena = make([]byte, 0, n)
+	}
 	arena = append(arena, r.Target()...)
 	arena = append(arena, r.Host()...)
 	type kept struct{ name, value [2]int }
@@ -365,7 +382,7 @@ func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCa
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = extra[1:2:2] // "": none
 	}
-	p.writeForwarded(engineInbound{r}, host, hdr, vals[len(keep)+2:cap(vals)])
+	p.writeForwarded(engineInbound{r}, host, hdr, vals[len(keep)+2:cap(vals)], nc.fwd[:])
 
 	base := p.pool.base()
 	u := &nc.url
