@@ -166,8 +166,8 @@
 // transport and pool, and the answer streamed back through the engine's
 // Stream, whose head rules are the bridge's own code; a failed call is
 // answered by upstreamError, as on the bridge. The client is watched
-// for leaving only once the call has taken 10 ms (a read and a
-// goroutine per request otherwise). Other admitted requests (a body, an
+// for leaving only once the call has taken 10 ms, looked at by 20 ms (a
+// read and a goroutine per request otherwise). Other admitted requests (a body, an
 // expectation, HTTP/1.0, a stale store, a custom Transport, an upstream
 // URL with a path) cross the engine's net/http bridge to the
 // ReverseProxy forwarding, their slots handed over
