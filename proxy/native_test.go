@@ -542,7 +542,7 @@ func TestNativeCallDeadline(t *testing.T) {
 		}
 		<-stop // never answers
 	})
-	p := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 5 * time.Second, CallTimeout: 300 * time.Millisecond,
+	p := mustNew(t, Config{Upstreams: []*url.URL{up}, HeaderTimeout: 2 * time.Second, CallTimeout: 300 * time.Millisecond,
 		NoBreaker: true, EjectAfter: -1})
 	base, f := nativeFront(t, p, true)
 	start := time.Now()
@@ -551,7 +551,7 @@ func TestNativeCallDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if took := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || took > 3*time.Second {
+	if took := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || took > 1500*time.Millisecond {
 		t.Fatalf("hung upstream: %d after %v; want 504 within the 300 ms call timeout", resp.StatusCode, took)
 	}
 	if v, err := strconv.ParseFloat(<-budget, 64); err != nil || v <= 0 || v > 0.3 {
