@@ -148,16 +148,16 @@ type Limits struct {
 // how much sooner than that a deadline already on the socket may end
 // (a hundredth of the time given), so that a connection's every
 // exchange need not move its deadline.
-func (lim *Limits) headerBound() (time.Time, time.Duration) {
+func (lim *Limits) headerBound() headerBound {
 	dl := lim.HeaderDeadline
 	if lim.HeaderTimeout <= 0 {
-		return dl, 0
+		return headerBound{at: dl}
 	}
 	now := time.Now()
 	if at := now.Add(lim.HeaderTimeout); dl.IsZero() || at.Before(dl) {
 		dl = at
 	}
-	return dl, max(dl.Sub(now)/100, 0)
+	return headerBound{dl, max(dl.Sub(now)/100, 0)}
 }
 
 // CancelWatcher is a request context that can call one function when
@@ -193,8 +193,7 @@ func (c *Client) RoundTripLimits(req *http.Request, lim Limits) (*http.Response,
 	if body == http.NoBody {
 		body = nil
 	}
-	hb := headerBound{}
-	hb.at, hb.slack = lim.headerBound()
+	hb := lim.headerBound()
 	idle := c.cfg.BodyIdleTimeout
 	if t := lim.BodyIdleTimeout; t > 0 && (idle <= 0 || t < idle) {
 		idle = t
