@@ -178,8 +178,19 @@ type CancelWatcher interface {
 
 // RoundTripLimits is RoundTrip with the request's own Limits.
 func (c *Client) RoundTripLimits(req *http.Request, lim Limits) (*http.Response, error) {
-	w, err := c.prepare(req)
-	if err != nil {
+	return c.RoundTripFields(req, nil, lim)
+}
+
+// RoundTripFields is RoundTripLimits for a request whose header fields
+// are, all or some, in fields (nil: none): they are written in their
+// order after those of req.Header, which may hold others (both are
+// sent). A request with fields gets no default User-Agent: the caller's
+// fields are the whole head. fields must not change until the round
+// trip returns.
+func (c *Client) RoundTripFields(req *http.Request, fields *Fields, lim Limits) (*http.Response, error) {
+	var o outbound // on the stack: see exchange
+	w := &o
+	if err := c.prepare(req, fields, w); err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}

@@ -43,10 +43,20 @@ type outbound struct {
 	framing   int
 	length    int64      // frameLength: the body's length
 	trailer   []string   // declared trailer names, sorted (frameChunked)
-	keys      []string   // header keys to write, sorted
+	keys      []string   // header keys to write, sorted, when more than keyBuf holds
+	nkeys     int        // else how many of keyBuf are
+	fields    *Fields    // fields written after keys' (nil: none)
 	keyBuf    [16]string // keys' storage for most requests
 	close     bool       // Connection: close
 	closeSent bool       // the header already says close
+}
+
+// keyList is the header keys to write, sorted.
+func (o *outbound) keyList() []string {
+	if o.keys != nil {
+		return o.keys
+	}
+	return o.keyBuf[:o.nkeys]
 }
 
 // Framings of a request.
@@ -73,64 +83,81 @@ func excludedRequestHeader(k string) bool {
 // LF in a field, a control or space in the target, a name that is not a
 // token) is refused with ErrInvalidRequest: the client writes one
 // message or none.
-func (c *Client) prepare(req *http.Request) (*outbound, error) {
+func (c *Client) prepare(req *http.Request, fields *Fields, o *outbound) error {
 	if req.URL == nil {
-		return nil, invalid("nil URL")
+		return invalid("nil URL")
 	}
 	if s := req.URL.Scheme; s != "http" && s != "https" {
-		return nil, invalid("scheme %q: want http or https", s)
+		return invalid("scheme %q: want http or https", s)
 	}
 	if req.URL.Host == "" {
-		return nil, invalid("no host in the URL")
+		return invalid("no host in the URL")
 	}
-	o := &outbound{method: req.Method}
-	o.keys = o.keyBuf[:0]
+	*o = outbound{method: req.Method, fields: fields}
 	if o.method == "" {
 		o.method = http.MethodGet
 	}
 	if !validMethod(o.method) {
-		return nil, invalid("method %q", o.method)
+		return invalid("method %q", o.method)
 	}
 	o.host = req.Host
 	if o.host == "" {
 		o.host = req.URL.Host
 	}
 	if !httpguts.ValidHostHeader(o.host) || !ascii(o.host) {
-		return nil, invalid("host %q", o.host)
+		return invalid("host %q", o.host)
 	}
 	o.uri = req.URL.RequestURI()
 	if o.method == http.MethodConnect && req.URL.Path == "" {
 		o.uri = o.host
 	}
 	if !validTarget(o.uri) {
-		return nil, invalid("target %q", o.uri)
+		return invalid("target %q", o.uri)
 	}
-	o.userAgent = "Go-http-client/1.1"
+	if fields == nil {
+		o.userAgent = "Go-http-client/1.1"
+	}
 	if vv, ok := req.Header["User-Agent"]; ok {
 		o.userAgent = ""
 		if len(vv) > 0 {
 			o.userAgent = strings.TrimSpace(vv[0])
 		}
 	}
+	// The keys go in keyBuf when they fit, through a slice of this
+	// function's own: o stays where the caller put it (its stack).
+	small, big := o.keyBuf[:0], []string(nil)
+	if len(req.Header) > len(o.keyBuf) {
+		big = make([]string, 0, len(req.Header))
+	}
 	for k, vv := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, invalid("field name %q", k)
+			return invalid("field name %q", k)
 		}
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, invalid("value of field %q", k)
+				return invalid("value of field %q", k)
 			}
 		}
 		if !excludedRequestHeader(k) {
-			o.keys = append(o.keys, k)
+			if big != nil {
+				big = append(big, k)
+			} else {
+				small = append(small, k)
+			}
 		}
 	}
-	slices.Sort(o.keys)
+	if big != nil {
+		slices.Sort(big)
+		o.keys = big
+	} else {
+		slices.Sort(small)
+		o.nkeys = len(small)
+	}
 	o.close = req.Close
 	o.closeSent = hasToken(req.Header["Connection"], "close")
 	for k := range req.Trailer {
 		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidTrailerHeader(k) {
-			return nil, invalid("trailer %q", k)
+			return invalid("trailer %q", k)
 		}
 		o.trailer = append(o.trailer, k)
 	}
@@ -142,11 +169,11 @@ func (c *Client) prepare(req *http.Request) (*outbound, error) {
 	case hasBody:
 		o.framing = frameChunked // unknown length, or trailers to send
 	case req.ContentLength > 0:
-		return nil, invalid("ContentLength %d without a body", req.ContentLength)
+		return invalid("ContentLength %d without a body", req.ContentLength)
 	case o.method == http.MethodPost || o.method == http.MethodPut || o.method == http.MethodPatch:
 		o.framing = frameZero
 	}
-	return o, nil
+	return nil
 }
 
 func validMethod(m string) bool {
@@ -404,7 +431,13 @@ func (cn *conn) exchange(req *http.Request, o *outbound, body io.ReadCloser) (*h
 		// reader past it ends the writer too (the connection closes).
 		cn.readBy(headerBound{at: cn.headerDL.at})
 		cn.writeDone = make(chan error, 1)
-		go cn.writeBody(req, o, body)
+		// The writer gets a copy of its own: o is the caller's, on its
+		// stack (a request without a body allocates none). The keys
+		// point into o and are not the writer's business.
+		wo := new(outbound)
+		*wo = *o
+		wo.keys, wo.nkeys = nil, 0
+		go cn.writeBody(req, wo, body)
 	} else {
 		cn.readBy(cn.headerDeadline())
 	}
@@ -489,7 +522,8 @@ func (cn *conn) notAnswered(err error) error {
 
 // appendHead renders the request head: the request line, Host,
 // User-Agent, the one framing field (and Connection: close), the
-// declared trailers, then Header's fields in key order (net/http's order).
+// declared trailers, then Header's fields in key order (net/http's
+// order), then the Fields in theirs.
 func (cn *conn) appendHead(b []byte, req *http.Request, o *outbound) []byte {
 	b = append(b, o.method...)
 	b = append(b, ' ')
@@ -525,10 +559,13 @@ func (cn *conn) appendHead(b []byte, req *http.Request, o *outbound) []byte {
 			b = append(b, "\r\n"...)
 		}
 	}
-	for _, k := range o.keys {
+	for _, k := range o.keyList() {
 		for _, v := range req.Header[k] {
 			b = appendField(b, k, v)
 		}
+	}
+	if o.fields != nil {
+		b = append(b, o.fields.b...)
 	}
 	return append(b, "\r\n"...)
 }

@@ -36,6 +36,15 @@
 //     per request on a busy connection. A request context that is a
 //     CancelWatcher is watched through one function it keeps, instead of
 //     context.AfterFunc's registration per request.
+//   - Fields: RoundTripFields takes some or all of a request's header
+//     fields as a list (Fields) beside its Header, for a caller that has
+//     the head as one (a proxy forwarding what it parsed). Each field is
+//     checked once, when added, by the rules Header's fields are checked
+//     by on every try, and kept as the line it is written as, so the
+//     client neither hashes, sorts nor checks it again; they are written
+//     in their order after Header's. A request with Fields gets no
+//     default User-Agent. Fields refuse the framing fields, Host and
+//     Connection, which the client writes itself.
 //   - Streaming both ways. A request body of known length up to 64 KiB
 //     is read whole first and written with the head in one write (as
 //     nginx buffers request bodies): a client whose body fails fails
