@@ -4,7 +4,10 @@
 // Retry-After weighed against the caller's deadline, a "do not retry"
 // signal that keeps retries to one layer of a call chain, and deadline
 // propagation. Transport applies all of it to any http.Client;
-// grpcsluice applies the same Policy to gRPC calls.
+// Policy.RoundTripWith does the same for a caller that sends each
+// attempt itself (a proxy that owns its outbound request and writes each
+// attempt's deadline header in place, where Transport must copy the
+// request); grpcsluice applies the same Policy to gRPC calls.
 //
 //	b, _ := breaker.New(breaker.Config{Name: "users-api"})
 //	p, _ := retry.New(retry.Config{Name: "users-api", Breaker: b})

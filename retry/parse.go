@@ -66,6 +66,9 @@ func FormatTimeout(d time.Duration) string {
 // seconds (the largest Duration is about 9.2e9 s), a point and 3 digits.
 const timeoutLen = 24
 
+// AppendTimeout appends FormatTimeout(d) to b.
+func AppendTimeout(b []byte, d time.Duration) []byte { return appendTimeout(b, d) }
+
 // appendTimeout appends FormatTimeout(d) to b.
 func appendTimeout(b []byte, d time.Duration) []byte {
 	ms := max(int64(d/time.Millisecond), 1)

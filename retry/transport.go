@@ -50,6 +50,35 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
+	return p.roundTrip(req, func(n int, to Timeout) (*http.Response, bool, error) {
+		areq, err := p.attemptRequest(req, n, to)
+		if err != nil {
+			return nil, false, err
+		}
+		resp, err := next.RoundTrip(areq)
+		return resp, true, err
+	})
+}
+
+// RoundTripWith sends req through the policy as Transport does, each
+// attempt made by send: it gets the attempt's number (from 1) and its
+// Timeout, and sends req itself, with the deadline header when the
+// Timeout is Set (its value written by AppendTimeout). It is for a
+// caller that owns its request's storage and can write each attempt's
+// header in place, where Transport, which may not modify the request,
+// copies the request and its header map for every attempt. A request
+// with a body must have one send can replay.
+func (p *Policy) RoundTripWith(req *http.Request, send func(n int, to Timeout) (*http.Response, error)) (*http.Response, error) {
+	return p.roundTrip(req, func(n int, to Timeout) (*http.Response, bool, error) {
+		resp, err := send(n, to)
+		return resp, true, err
+	})
+}
+
+// roundTrip runs req's attempts through send under the policy; send
+// reports false when it could not make the attempt (a body it could not
+// replay), which counts for nothing.
+func (p *Policy) roundTrip(req *http.Request, send func(n int, to Timeout) (*http.Response, bool, error)) (*http.Response, error) {
 	ctx := req.Context()
 	safe := p.idempotent(req)
 	var (
@@ -64,12 +93,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body.Close()
 			resp = nil
 		}
-		areq, berr := p.attemptRequest(req, attempt, to)
-		if berr != nil {
-			err = berr
+		var sent bool
+		resp, sent, err = send(attempt, to)
+		if !sent {
 			return Outcome{Accepted: true, Breaker: breaker.Ignored}
 		}
-		resp, err = next.RoundTrip(areq)
 		return p.classify(ctx, resp, err)
 	})
 	if perr != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -452,5 +453,82 @@ func TestPerUpstreamBreakers(t *testing.T) {
 	}
 	if _, err := New(Config{Breaker: fb, Breakers: g}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("Breaker and Breakers both set: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestRoundTripWith: a caller that sends each attempt itself gets what
+// Transport gives (the same attempts, retries, give-up signal and
+// events), each attempt's number in order and its Timeout, and the
+// request it passed, never a copy.
+func TestRoundTripWith(t *testing.T) {
+	scripts := map[string]struct {
+		method string
+		script func(n int64, w http.ResponseWriter, r *http.Request)
+	}{
+		"two 503s then ok": {"GET", func(n int64, w http.ResponseWriter, r *http.Request) {
+			if n <= 2 {
+				busy(w)
+				return
+			}
+			io.WriteString(w, "ok")
+		}},
+		"always 503":          {"GET", func(n int64, w http.ResponseWriter, r *http.Request) { busy(w) }},
+		"POST is not retried": {"POST", func(n int64, w http.ResponseWriter, r *http.Request) { busy(w) }},
+	}
+	for name, sc := range scripts {
+		t.Run(name, func(t *testing.T) {
+			type result struct {
+				status    int
+				noRetry   string
+				attempts  int64
+				retries   uint64
+				timeouts  []string
+				attemptNs []int
+			}
+			run := func(with bool) result {
+				up := &counter{script: sc.script}
+				s := serve(t, up)
+				c, p := client(t, Config{MaxAttempts: 3, DeadlineHeader: "Request-Timeout"})
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, sc.method, s.URL, nil)
+				var res result
+				var resp *http.Response
+				var err error
+				if with {
+					tr := c.Transport.(*Transport).Next
+					resp, err = p.RoundTripWith(req, func(n int, to Timeout) (*http.Response, error) {
+						res.attemptNs = append(res.attemptNs, n)
+						if !to.Set || to.Left <= 29*time.Second || to.Left > 30*time.Second {
+							t.Errorf("attempt %d: Timeout %+v, want Set with about 30 s left", n, to)
+						}
+						areq := req.Clone(req.Context())
+						areq.Header.Set("Request-Timeout", FormatTimeout(to.Left))
+						return tr.RoundTrip(areq)
+					})
+				} else {
+					resp, err = c.Transport.RoundTrip(req)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				res.status, res.noRetry, res.attempts = resp.StatusCode, resp.Header.Get(NoRetryHeader), up.n.Load()
+				res.retries = p.Stats()[EventRetry]
+				for _, h := range up.headers() {
+					res.timeouts = append(res.timeouts, strings.Split(h.Get("Request-Timeout"), ".")[0])
+				}
+				return res
+			}
+			a, b := run(false), run(true)
+			if want := int(b.attempts); len(b.attemptNs) != want || (want > 0 && b.attemptNs[want-1] != want) {
+				t.Errorf("attempt numbers %v for %d attempts", b.attemptNs, want)
+			}
+			b.attemptNs = nil
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("Transport gave %+v, RoundTripWith %+v", a, b)
+			}
+		})
 	}
 }
