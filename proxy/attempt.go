@@ -40,6 +40,7 @@ type attempt struct {
 	headerTimeout time.Duration
 	deadline      time.Time
 	direct        bool
+	fields        *upstream.Fields // the call's fields beside the request's Header (nil: none)
 
 	p      *pool
 	m      *member
@@ -59,6 +60,9 @@ func (p *pool) newAttempt(parent context.Context, m *member, direct bool) *attem
 	c := callOf(parent)
 	a := c.attemptStorage()
 	*a = attempt{idle: p.idleTimeout, p: p, m: m, call: parent, direct: direct}
+	if c != nil {
+		a.fields = c.fields
+	}
 	d := p.headerTimeout
 	if direct && p.realClock {
 		// The client reads the clock, once for both bounds.

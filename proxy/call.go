@@ -64,6 +64,11 @@ type call struct {
 	// attempt has its own.
 	first      attempt
 	firstTaken atomic.Bool
+
+	// fields are a natively forwarded call's header fields, sent beside
+	// the outbound request's Header (see nativeRequest); nil for a
+	// bridged call, whose fields are all in its Header.
+	fields *upstream.Fields
 }
 
 // attemptStorage is where the call's next attempt lives: the call's own

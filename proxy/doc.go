@@ -161,9 +161,12 @@
 // body (HTTP/1.1, no expectation) is forwarded natively (native.go):
 // the outbound *http.Request is built from the parsed head (the
 // hop-by-hop fields dropped as ReverseProxy drops them, the forwarding
-// headers by writeForwarded, which the bridged path's rewrite calls
-// too, over the small inbound interface), sent through the same retry
-// transport and pool, and the answer streamed back through the engine's
+// headers' values by forwarded, which the bridged path's rewrite uses
+// too, over the small inbound interface), its fields kept as a list in
+// the client's order (upstream.Fields: no header map is built, copied
+// for a retry's deadline or sorted), sent under the same retry policy
+// (retry's RoundTripWith, each attempt's deadline field written in
+// place) through the same pool, and the answer streamed back through the engine's
 // Stream, whose head rules are the bridge's own code; a failed call is
 // answered by upstreamError, as on the bridge. The client is watched
 // for leaving only once the call has taken 10 ms, looked at by 20 ms (a

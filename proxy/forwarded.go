@@ -23,7 +23,7 @@ const (
 // httputil.ReverseProxy has removed the inbound forwarding headers from
 // pr.Out before Rewrite runs; they are read from pr.In.
 func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
-	p.writeForwarded(httpInbound{pr.In}, pr.In.Host, pr.Out.Header, nil, nil)
+	p.writeForwarded(httpInbound{pr.In}, pr.In.Host, pr.Out.Header)
 }
 
 // inbound is what the forwarding rules read of an inbound request: the
@@ -45,10 +45,34 @@ func (h httpInbound) peer() (netip.Addr, uint16, bool) { return peerAddr(h.r.Rem
 func (h httpInbound) secure() bool                     { return h.r.TLS != nil }
 func (h httpInbound) values(name string) []string      { return h.r.Header[name] }
 
+// forwardedValues are the four forwarding headers' values for one
+// request (an empty xff or host: that header is not written).
+type forwardedValues struct{ xff, host, proto, fwd string }
+
 // writeForwarded writes the forwarding headers of in, whose host (as
 // net/http reads it) is inHost, on out, from which the inbound ones
-// have been removed. The four values are kept in vals when it has room
-// for them (the native path's storage), else in an array of their own.
+// have been removed (see forwarded for the rules).
+func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header) {
+	fv := p.forwarded(in, inHost, nil)
+	// The four headers' values share one array (one allocation, not
+	// four), and the names are canonical constants, so the map is
+	// written directly, without Header.Set's canonicalisation.
+	vals := make([]string, 4)
+	vals[0], vals[1], vals[2], vals[3] = fv.xff, fv.host, fv.proto, fv.fwd
+	if fv.xff != "" {
+		out[headerXFF] = vals[0:1:1]
+	}
+	if fv.host != "" {
+		out[headerXFHost] = vals[1:2:2]
+	}
+	out[headerXFProto] = vals[2:3:3]
+	out[headerForwarded] = vals[3:4:4]
+}
+
+// forwarded returns the forwarding headers' values of in, whose host (as
+// net/http reads it) is inHost. Their bytes are in room when it has
+// space for them (the native path's storage), else in a buffer of
+// their own.
 //
 // A peer in Config.TrustedProxies is a proxy in front of this one, so its
 // chain is kept and the peer appended: X-Forwarded-For gets ", <peer>",
@@ -56,7 +80,7 @@ func (h httpInbound) values(name string) []string      { return h.r.Header[name]
 // X-Forwarded-Proto (what the first proxy saw) pass unchanged. Any other
 // peer is the client itself: whatever chain it sent is a claim nobody
 // vouches for, so it is replaced by the peer's address alone.
-func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals []string, room []byte) {
+func (p *Proxy) forwarded(in inbound, inHost string, room []byte) forwardedValues {
 	peer, port, known := in.peer()
 	trusted := known && p.trusted(peer)
 	proto := "http"
@@ -75,10 +99,8 @@ func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals 
 		}
 	}
 	// Both chains are built in one buffer, which is the values' string
-	// (see frozen), and the four headers' values share one array: a
-	// forwarded request pays one allocation here, or two, not one per
-	// piece. The names are canonical constants, so the map is written
-	// directly, without Header.Set's canonicalisation.
+	// (see frozen): a forwarded request pays one allocation here, or
+	// none, not one per piece.
 	buf := room[:0] // the native path's storage, written here once
 	if n := len(priorXFF) + len(priorFwd) + 2*len(inHost) + 96; cap(buf) < n {
 		buf = make([]byte, 0, n)
@@ -91,18 +113,7 @@ func (p *Proxy) writeForwarded(in inbound, inHost string, out http.Header, vals 
 	buf = appendPrior(buf, priorFwd)
 	buf = appendForwardedElement(buf, peer, port, known, inHost, proto)
 	chains := frozen(buf)
-	if len(vals) < 4 {
-		vals = make([]string, 4)
-	}
-	vals[0], vals[1], vals[2], vals[3] = chains[:xffEnd], host, xproto, chains[xffEnd:]
-	if xffEnd > 0 {
-		out[headerXFF] = vals[0:1:1]
-	}
-	if host != "" {
-		out[headerXFHost] = vals[1:2:2]
-	}
-	out[headerXFProto] = vals[2:3:3]
-	out[headerForwarded] = vals[3:4:4]
+	return forwardedValues{xff: chains[:xffEnd], host: host, proto: xproto, fwd: chains[xffEnd:]}
 }
 
 // appendPrior appends a chain received from a trusted proxy and the list

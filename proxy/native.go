@@ -11,18 +11,22 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/upstream"
+	"github.com/sluicehq/sluice/retry"
 )
 
 // Native forwarding: an admitted request the engine parsed goes to the
 // upstream without the net/http bridge and without
 // httputil.ReverseProxy. The outbound request is built from the parsed
 // head (the hop-by-hop fields dropped as ReverseProxy drops them, the
-// forwarding headers by writeForwarded, the Host rule of rewrite), sent
-// through the same retry transport and pool as the bridged path (the
+// forwarding headers' values by forwarded, the Host rule of rewrite),
+// its fields a list in the client's order (upstream.Fields), sent under
+// the same retry policy and through the same pool as the bridged path (the
 // retry policy, the breaker, the retry budget, balancing, passive
 // health, the attempt's header and body idle timeouts, the call's
 // deadline and the deadline header), and the upstream's answer is
@@ -80,7 +84,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 		c.own = start.Add(p.cfg.CallTimeout)
 	}
 	var tmpl http.Request
-	p.nativeRequest(&tmpl, r, nc)
+	ferr := p.nativeRequest(&tmpl, r, nc)
 	out := tmpl.WithContext(c)
 
 	w.WatchClient(clientWatchDelay, cancel)
@@ -93,7 +97,17 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 			adm.Release(admit.OutcomePanic)
 		}
 	}()
-	resp, err := p.rp.Transport.RoundTrip(out)
+	var resp *http.Response
+	err := ferr // a field the client would refuse: not sent, nothing against the upstream
+	if err == nil {
+		// The retry policy as on the bridge (its Transport), each
+		// attempt's deadline header written in the call's own fields
+		// instead of a copy of the request and its header.
+		resp, err = p.policy.RoundTripWith(out, func(_ int, to retry.Timeout) (*http.Response, error) {
+			nc.attemptFields(to)
+			return p.pool.RoundTrip(out)
+		})
+	}
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		// Nothing asked for an upgrade (ReverseProxy's modifyResponse
 		// refuses it the same way).
@@ -271,52 +285,66 @@ func removeHopByHop(h http.Header) {
 }
 
 // nativeCall is a natively forwarded call with the storage of its
-// outbound request's URL, header values and their bytes, of the send
+// outbound request's URL, strings and header fields, of the send
 // deadline's writer and of its context: one allocation for them all.
 type nativeCall struct {
 	call
-	ctx  callCtx
-	url  url.URL
-	vals [nativeValues]string
-	dw   deadlineWriter
-	// The bytes of the outbound request's strings (nativeRequest) and
-	// of its forwarding headers' values (writeForwarded), when they fit:
-	// each is written once, before any string over it exists.
+	ctx    callCtx
+	url    url.URL
+	fields upstream.Fields
+	dw     deadlineWriter
+	// The bytes of the outbound request's target and host, then of its
+	// fields' lines (nativeRequest), when they fit; and those of its
+	// forwarding headers' values (forwarded) before they are added. The
+	// strings over them are written once, before the string exists.
 	arena [nativeArena]byte
 	fwd   [nativeForwarded]byte
+	// fieldsLen is the fields' length without an attempt's deadline
+	// header, whose value is formatted in timeout.
+	fieldsLen int
+	timeout   [24]byte
 }
 
-// nativeArena and nativeForwarded size a nativeCall's byte storage: a
-// head of a few short fields (an API client's, a load tester's) and the
-// forwarding values of a client without a trusted chain fit; others take
-// a slice of their own.
+// attemptFields writes an attempt's deadline header as the call's last
+// field, in place of the previous attempt's (see retry.RoundTripWith).
+func (nc *nativeCall) attemptFields(to retry.Timeout) {
+	f := &nc.fields
+	f.Truncate(nc.fieldsLen)
+	if to.Set {
+		b := retry.AppendTimeout(nc.timeout[:0], to.Left)
+		// A view of the bytes, read only by Add, which copies them.
+		_ = f.Add(httpgate.DefaultDeadlineHeader, unsafe.String(unsafe.SliceData(b), len(b)))
+	}
+}
+
+// nativeArena and nativeForwarded size a nativeCall's byte storage: the
+// head of an API client or a load tester (a few short fields) and the
+// forwarding values of a client without a trusted chain fit; larger
+// ones take a buffer of their own.
 const (
-	nativeArena     = 384
+	nativeArena     = 512
 	nativeForwarded = 128
 )
-
-// nativeValues is how many header values a nativeCall holds: the
-// client's fields, two of the outbound request's own and the four
-// forwarding headers; a head with more fields takes a slice of its own.
-const nativeValues = 24
 
 // nativeRequest fills out with the outbound request for r, as
 // ReverseProxy with rewrite builds it from the bridged request: the
 // client's fields but the hop-by-hop ones (and those Connection names),
 // the inbound forwarding headers and the deadline header; "Te:
 // trailers" kept when asked; the forwarding headers written by
-// writeForwarded; no User-Agent added; the upstream's Host unless
-// PreserveHost. Its strings are copies: r's views end at Unwatch. Its
-// URL and values live in nc.
-func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCall) {
-	// One string holds the target and every kept field's canonical name
-	// and value.
-	n := len(r.Target()) + len(r.Host())
+// forwarded; no User-Agent added; the upstream's Host unless
+// PreserveHost. The fields go in nc.fields, in the client's order with
+// the forwarding headers last, as the lines the upstream client writes
+// (upstream.Fields): no http.Header is built, and the client checks
+// them once, here, not on each try. Only the idempotency keys, which the
+// retry policy and the client's replay rule read, are in out.Header (nil
+// without them). Its strings are copies: r's views end at Unwatch. Its
+// URL and fields live in nc. An error is a field the client would
+// refuse to send.
+func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCall) error {
 	var connection []string // Connection's tokens, as sent
 	teTrailers := false
 	for i := range r.Fields() {
 		name, value := r.Field(i)
-		n += len(name) + len(value)
 		switch {
 		case strings.EqualFold(name, "Connection"):
 			for tok := range strings.SplitSeq(value, ",") {
@@ -332,57 +360,48 @@ func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCa
 			}
 		}
 	}
+	// One string holds the target and the host; the fields' lines
+	// follow them in the same storage.
 	arena := nc.arena[:0] // written once, then frozen: the strings may share it
-	if n > len(nc.arena) {
+	if n := len(r.Target()) + len(r.Host()); n > len(nc.arena)/2 {
 		arena = make([]byte, 0, n)
 	}
 	arena = append(arena, r.Target()...)
 	arena = append(arena, r.Host()...)
-	type kept struct{ name, value [2]int }
-	var keptBuf [16]kept
-	keep := keptBuf[:0]
+	s := frozen(arena)
+	target, host := s[:len(r.Target())], s[len(r.Target()):]
+	f := &nc.fields
+	f.Reset(arena[len(arena):cap(arena)])
+	var hdr http.Header
 	for i := range r.Fields() {
 		name, value := r.Field(i)
 		if droppedOutbound(name, connection) {
 			continue
 		}
-		k := kept{name: [2]int{len(arena), 0}}
-		arena = appendCanonical(arena, name)
-		k.name[1] = len(arena)
-		k.value[0] = len(arena)
-		arena = append(arena, value...)
-		k.value[1] = len(arena)
-		keep = append(keep, k)
-	}
-	s := frozen(arena)
-	target, host := s[:len(r.Target())], s[len(r.Target()):len(r.Target())+len(r.Host())]
-	hdr := make(http.Header, len(keep)+6)
-	// The kept fields' values and two of the request's own, with room
-	// past them (up to cap) for the four forwarding headers.
-	var vals []string
-	if len(keep)+6 <= len(nc.vals) {
-		vals = nc.vals[:len(keep)+2]
-	} else {
-		vals = make([]string, len(keep)+2, len(keep)+6)
-	}
-	for i, k := range keep {
-		name := s[k.name[0]:k.name[1]]
-		vals[i] = s[k.value[0]:k.value[1]]
-		if vv, ok := hdr[name]; ok {
-			hdr[name] = append(vv, vals[i])
+		if strings.EqualFold(name, idempotencyKeyHeader) || strings.EqualFold(name, "X-Idempotency-Key") {
+			if hdr == nil {
+				hdr = make(http.Header, 1)
+			}
+			k := http.CanonicalHeaderKey(name)
+			hdr[k] = append(hdr[k], strings.Clone(value))
 			continue
 		}
-		hdr[name] = vals[i : i+1 : i+1]
+		if err := f.AddCanonical(name, value); err != nil {
+			return err
+		}
 	}
-	extra := vals[len(keep):]
 	if teTrailers {
-		extra[0] = "trailers"
-		hdr["Te"] = extra[0:1:1]
+		_ = f.Add("Te", "trailers")
 	}
-	if _, ok := hdr["User-Agent"]; !ok {
-		hdr["User-Agent"] = extra[1:2:2] // "": none
+	fv := p.forwarded(engineInbound{r}, host, nc.fwd[:])
+	for _, kv := range [...][2]string{{headerXFF, fv.xff}, {headerXFHost, fv.host}, {headerXFProto, fv.proto}, {headerForwarded, fv.fwd}} {
+		if kv[1] == "" {
+			continue
+		}
+		if err := f.Add(kv[0], kv[1]); err != nil {
+			return err // a trusted proxy's chain the client would refuse
+		}
 	}
-	p.writeForwarded(engineInbound{r}, host, hdr, vals[len(keep)+2:cap(vals)], nc.fwd[:])
 
 	base := p.pool.base()
 	u := &nc.url
@@ -398,15 +417,18 @@ func (p *Proxy) nativeRequest(out *http.Request, r *engine.Request, nc *nativeCa
 	if p.cfg.PreserveHost {
 		out.Host = host
 	}
+	nc.call.fields = f
+	nc.fieldsLen = f.Len()
+	return nil
 }
 
 // droppedOutbound reports whether the client's field name (as sent) is
-// not forwarded: Host (the outbound request has its own), a hop-by-hop
-// field or one Connection names, an inbound forwarding header (replaced
-// by writeForwarded), and the deadline header (the retry policy sends
-// what is left of the deadline instead).
+// not forwarded: Host and Content-Length (the outbound request has its
+// own Host and framing), a hop-by-hop field or one Connection names, an
+// inbound forwarding header (replaced by forwarded's), and the deadline
+// header (the retry policy sends what is left of the deadline instead).
 func droppedOutbound(name string, connection []string) bool {
-	for _, k := range [...]string{"Host", headerXFF, headerXFHost, headerXFProto, headerForwarded, httpgate.DefaultDeadlineHeader} {
+	for _, k := range [...]string{"Host", "Content-Length", headerXFF, headerXFHost, headerXFProto, headerForwarded, httpgate.DefaultDeadlineHeader} {
 		if strings.EqualFold(name, k) {
 			return true
 		}
@@ -422,26 +444,6 @@ func droppedOutbound(name string, connection []string) bool {
 		}
 	}
 	return false
-}
-
-// appendCanonical appends the field name as http.CanonicalHeaderKey
-// writes it: the first letter and each after a hyphen upper case, the
-// rest lower. The engine's parser admits only token names, which
-// CanonicalHeaderKey always rewrites this way.
-func appendCanonical(b []byte, name string) []byte {
-	upper := true
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case upper && 'a' <= c && c <= 'z':
-			c -= 'a' - 'A'
-		case !upper && 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-		upper = c == '-'
-	}
-	return b
 }
 
 // engineInbound is the engine's parsed head as an inbound.

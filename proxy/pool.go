@@ -135,6 +135,9 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	out := req
 	if !direct {
 		out = req.WithContext(a.ctx)
+		if a.fields != nil {
+			out.Header = fieldsHeader(req.Header, a.fields)
+		}
 	}
 	if req.URL.Host != m.url.Host || req.URL.Scheme != m.url.Scheme {
 		// Another instance than the one the request was rewritten for
@@ -152,7 +155,7 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	if direct {
-		resp, err = p.direct.RoundTripLimits(out, a.limits())
+		resp, err = p.direct.RoundTripFields(out, a.fields, a.limits())
 	} else {
 		resp, err = p.next.RoundTrip(out)
 	}
@@ -190,6 +193,22 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	a.rc = resp.Body
 	resp.Body = a
 	return resp, nil
+}
+
+// fieldsHeader is h with a call's fields added, for a transport that
+// takes only a Header (net/http's, for https): a new map, and an empty
+// User-Agent when none is among them, so that the transport adds none
+// (as sluice's client adds none to a request with Fields).
+func fieldsHeader(h http.Header, f *upstream.Fields) http.Header {
+	out := h.Clone()
+	if out == nil {
+		out = make(http.Header)
+	}
+	f.AddTo(out)
+	if _, ok := out["User-Agent"]; !ok {
+		out["User-Agent"] = []string{""}
+	}
+	return out
 }
 
 func (p *pool) record(m *member, failed bool) {
