@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -271,4 +272,93 @@ func TestWatchTimerStoppedAtClose(t *testing.T) {
 	if wt.timer.Stop() || wt.running {
 		t.Fatal("the closed connection's watch timer is still set")
 	}
+}
+
+// TestLoopWritesPastTheSocketBuffer: an answer written inside the read
+// loop in small pieces, far larger than the socket takes while the
+// client does not read, reaches the client whole and in order: what a
+// direct write leaves, the connection's own Write sends once there is
+// room. The server's send buffer and the client's receive buffer are
+// made small, so that writes fill them whatever the machine's defaults.
+func TestLoopWritesPastTheSocketBuffer(t *testing.T) {
+	const pieces, size = 1024, 1024 // 1 MiB
+	piece := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i%26)), size)) }
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Fast: loopFunc(func(w *Response, r *Request) bool {
+		st := w.Stream(nil)
+		st.Header().Set("Content-Type", "application/octet-stream")
+		if path, _ := r.Path(); path != "/big" {
+			_, _ = st.Write([]byte("small"))
+			w.End()
+			return true
+		}
+		for i := range pieces {
+			if _, err := st.Write(piece(i)); err != nil {
+				break
+			}
+		}
+		w.End()
+		return true
+	})})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(smallSendBuffers{l.(*net.TCPListener)}) }()
+	defer func() {
+		s.Close()
+		<-done
+	}()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	// A small answer first, then the large one, on one connection.
+	br := bufio.NewReader(c)
+	if _, err := io.WriteString(c, "GET /small HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "small" {
+		t.Fatalf("first answer %q", b)
+	}
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("after %d bytes: %v", len(body), err)
+	}
+	if len(body) != pieces*size {
+		t.Fatalf("got %d bytes, want %d", len(body), pieces*size)
+	}
+	for i := range pieces {
+		if got := body[i*size : (i+1)*size]; string(got) != string(piece(i)) {
+			t.Fatalf("piece %d differs: %q...", i, got[:16])
+		}
+	}
+}
+
+// smallSendBuffers is a listener whose connections have a small send
+// buffer.
+type smallSendBuffers struct{ *net.TCPListener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.AcceptTCP()
+	if err == nil {
+		_ = c.SetWriteBuffer(4096)
+	}
+	return c, err
 }

@@ -159,6 +159,9 @@ func TestUpstreamSeesWhatNetHTTPSends(t *testing.T) {
 			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("streamed")), -1
 		}},
 		{"large body", req("PUT", "/big", strings.NewReader(strings.Repeat("x", 200<<10))), nil},
+		// Sent with its head in one write, larger than a new socket's
+		// send buffer: the rest goes out once the upstream reads.
+		{"inline body past the send buffer", req("PUT", "/inline", strings.NewReader(strings.Repeat("y", maxInlineBody-1024))), nil},
 		{"trailers", req("POST", "/t", nil), func(r *http.Request) {
 			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("abc")), -1
 			r.Trailer = http.Header{"X-Sum": {"6"}}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -141,5 +142,52 @@ func TestRoundTripFields(t *testing.T) {
 	// Without Fields the default User-Agent is written, as before.
 	if got := send(nil, nil); !strings.Contains(got, "User-Agent: Go-http-client/1.1\r\n") {
 		t.Errorf("head without Fields lacks the default User-Agent:\n%q", got)
+	}
+}
+
+// A request sent with its answer's read (no body, or one short enough
+// to go with the head) that the socket does not take in one write
+// reaches the upstream whole: what the direct write leaves goes through
+// the connection's Write once the upstream reads. The client's send
+// buffer is made small, so that this happens whatever the machine's
+// defaults.
+func TestRequestPastTheSendBuffer(t *testing.T) {
+	u, got := recorder(t)
+	c := newClient(t, Config{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			_ = nc.(*net.TCPConn).SetWriteBuffer(4096)
+		}
+		return nc, err
+	}})
+	body := strings.Repeat("0123456789", (maxInlineBody-1024)/10)
+	long := strings.Repeat("v", 32<<10)
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"inline body", func() *http.Request {
+			r, _ := http.NewRequest("PUT", "http://"+u.l.Addr().String()+"/b", strings.NewReader(body))
+			return r
+		}},
+		{"long field, no body", func() *http.Request {
+			r, _ := http.NewRequest("GET", "http://"+u.l.Addr().String()+"/f", nil)
+			r.Header.Set("X-Long", long)
+			return r
+		}},
+	} {
+		resp, err := c.RoundTrip(tc.req())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		resp.Body.Close()
+		v := <-got
+		if tc.name == "inline body" && (v.Body != body || v.BodyErr != "") {
+			t.Errorf("%s: the upstream got %d bytes of %d (%s)", tc.name, len(v.Body), len(body), v.BodyErr)
+		}
+		if tc.name != "inline body" && v.Header.Get("X-Long") != long {
+			t.Errorf("%s: the upstream got a field of %d bytes, want %d", tc.name, len(v.Header.Get("X-Long")), len(long))
+		}
 	}
 }
