@@ -53,13 +53,7 @@
 //     syscall.RawConn.Read call, reading its socket itself, so that
 //     after a read that emptied the socket it waits without the read
 //     that would find nothing: a request answered there costs one read
-//     and one write, as nginx's does. Inside the loop the socket (non-
-//     blocking, so no call can block) is read and written with raw
-//     system calls: no runtime bookkeeping for entering and leaving a
-//     system call, no poller lock, and no renewal of the send timeout
-//     when the socket takes the whole write. What a write leaves goes
-//     through the connection's Write, which waits for room under the send
-//     timeout. Requests with a body, the bridge
+//     and one write, as nginx's does. Requests with a body, the bridge
 //     (Response.Continue, ContinueWith) and everything the FastHandler
 //     passes leave the loop with their head parsed; a FIN that came
 //     with the last bytes is caught by a sweeper that looks at busy

@@ -16,11 +16,7 @@
 //     syscall.RawConn.Read call, the look first: Go's poller forgets a
 //     socket's readiness when a read begins, so a write followed by a
 //     read would cost a read that finds nothing (the upstream has not
-//     answered yet) before the wait; the socket is written and read
-//     there with raw system calls (it is non-blocking: no runtime
-//     bookkeeping for a call that could block), and what
-//     the write leaves goes through the connection's Write. A connection
-//     the look finds closed,
+//     answered yet) before the wait. A connection the look finds closed,
 //     or holding bytes nobody asked for, takes nothing, and the request
 //     goes out on another whatever its method. A request that fails on a reused connection before any byte of an
 //     answer is sent once more on a new one when it can be (no body or

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/rawsock"
 )
@@ -91,13 +90,11 @@ func (cn *conn) sendReadStep(fd uintptr) bool {
 			sr.stale = true
 			return true
 		}
-		if rest := sr.b[sendNow(int(fd), sr.b):]; len(rest) > 0 {
-			_, sr.werr = cn.nc.Write(rest) // waits for room
-		}
+		_, sr.werr = cn.nc.Write(sr.b)
 		return sr.werr != nil // written: wait for the answer
 	}
 	for {
-		n, e := rawReadFD(int(fd), cn.buf[cn.w:])
+		n, e := syscall.Read(int(fd), cn.buf[cn.w:])
 		if e == syscall.EINTR {
 			continue
 		}
@@ -116,41 +113,6 @@ func (cn *conn) sendReadStep(fd uintptr) bool {
 				Addr: cn.nc.RemoteAddr(), Err: os.NewSyscallError("read", e)}
 		}
 		return true
-	}
-}
-
-// rawReadFD is read(2) on a non-blocking socket as a raw system call
-// (see sendNow).
-func rawReadFD(fd int, p []byte) (int, error) {
-	var ptr unsafe.Pointer
-	if len(p) > 0 {
-		ptr = unsafe.Pointer(&p[0])
-	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(ptr), uintptr(len(p)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
-}
-
-// sendNow writes what of b the non-blocking socket takes at once and
-// reports how much (0 when it is full or the write failed: the
-// connection's Write then waits, or reports the error). The call cannot
-// block, so it is a raw system call, without the runtime's bookkeeping
-// for a blocking one.
-func sendNow(fd int, b []byte) int {
-	if len(b) == 0 {
-		return 0
-	}
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		if e == syscall.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0
-		}
-		return int(n)
 	}
 }
 
