@@ -467,8 +467,17 @@ func (c *conn) flush() bool {
 	if len(c.out) == 0 {
 		return true
 	}
-	c.renewWriteDeadline()
-	_, err := c.rwc.Write(c.out)
+	out := c.out
+	if c.inLoop && !c.handlerWriteDL {
+		// Inside the read loop the socket is written directly; the
+		// send timeout is renewed only when it does not take it all.
+		out = out[c.sendNow(out):]
+	}
+	var err error
+	if len(out) > 0 {
+		c.renewWriteDeadline()
+		_, err = c.rwc.Write(out)
+	}
 	c.out = c.out[:0]
 	if err != nil {
 		c.writeFailed(err)

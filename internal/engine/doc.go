@@ -53,7 +53,12 @@
 //     syscall.RawConn.Read call, reading its socket itself, so that
 //     after a read that emptied the socket it waits without the read
 //     that would find nothing: a request answered there costs one read
-//     and one write, as nginx's does. Requests with a body, the bridge
+//     and one write, as nginx's does. Inside the loop the socket (non-
+//     blocking, so no call can block) is read and written with raw
+//     system calls, as the upstream client's exchange is (see System
+//     calls below). What a write leaves goes through the connection's
+//     Write, which waits for room under the send timeout. Requests with
+//     a body, the bridge
 //     (Response.Continue, ContinueWith) and everything the FastHandler
 //     passes leave the loop with their head parsed; a FIN that came
 //     with the last bytes is caught by a sweeper that looks at busy
@@ -107,6 +112,26 @@
 //     wait for the rest; answers carry Connection: close from then on),
 //     Close and SetKeepAlivesEnabled, as http.Server's, so package server
 //     drives either engine the same way.
+//
+// # System calls
+//
+// A system call made through package syscall tells the runtime that it
+// may block (so that another thread can take the P meanwhile), and that
+// entry also wakes the runtime's monitor thread (sysmon) whenever it
+// found every P idle and went to sleep. A proxy at a modest load goes
+// idle between bursts hundreds of times a second, so every burst's
+// first call woke the monitor, which then polled every 20 µs for about
+// a millisecond before sleeping again: a context switch per few
+// responses on the proxy's own core (measured at 32 keep-alive
+// connections on one core: 0.09 monitor wake-ups and 0.036 futex calls
+// per response, 0.006 and 0.001 with raw calls). The calls of the hot
+// path (the loop's reads and writes, the upstream exchange's write,
+// reads and its look at an idle connection) are on non-blocking
+// sockets and cannot block, so they are raw system calls: no entry or
+// exit bookkeeping, no poller lock, no monitor woken, and no renewal
+// of the send timeout when the socket takes the whole write. Everything
+// that may wait (a write the socket did not take whole, the bridge)
+// goes through the net.Conn as before.
 //
 // # Receive livelock
 //

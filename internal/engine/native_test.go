@@ -275,10 +275,11 @@ func TestWatchTimerStoppedAtClose(t *testing.T) {
 }
 
 // TestLoopWritesPastTheSocketBuffer: an answer written inside the read
-// loop in small pieces, far larger than the socket takes at once,
-// reaches the client whole and in order. The server's send buffer and
-// the client's receive buffer are made small, so that writes fill them
-// whatever the machine's defaults.
+// loop in small pieces, far larger than the socket takes while the
+// client does not read, reaches the client whole and in order: what a
+// direct write leaves, the connection's own Write sends once there is
+// room. The server's send buffer and the client's receive buffer are
+// made small, so that writes fill them whatever the machine's defaults.
 func TestLoopWritesPastTheSocketBuffer(t *testing.T) {
 	const pieces, size = 1024, 1024 // 1 MiB
 	piece := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i%26)), size)) }

@@ -16,9 +16,16 @@
 //     syscall.RawConn.Read call, the look first: Go's poller forgets a
 //     socket's readiness when a read begins, so a write followed by a
 //     read would cost a read that finds nothing (the upstream has not
-//     answered yet) before the wait. A connection the look finds closed,
-//     or holding bytes nobody asked for, takes nothing, and the request
-//     goes out on another whatever its method. A request that fails on a reused connection before any byte of an
+//     answered yet) before the wait. The look, the write and the reads
+//     there are raw system calls on the non-blocking socket, which
+//     cannot block: the runtime's entry to a call that may block wakes
+//     its monitor thread whenever the process was idle, a context
+//     switch per few requests on a lightly loaded proxy (the engine's
+//     package doc has the figures). What the write leaves goes through
+//     the connection's Write, which waits for room. A connection the
+//     look finds closed, or holding bytes nobody asked for, takes
+//     nothing, and the request goes out on another whatever its
+//     method. A request that fails on a reused connection before any byte of an
 //     answer is sent once more on a new one when it can be (no body or
 //     GetBody, an idempotent method or an Idempotency-Key), as net/http
 //     does.

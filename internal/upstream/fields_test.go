@@ -147,8 +147,10 @@ func TestRoundTripFields(t *testing.T) {
 
 // A request sent with its answer's read (no body, or one short enough
 // to go with the head) that the socket does not take in one write
-// reaches the upstream whole. The client's send buffer is made small,
-// so that this happens whatever the machine's defaults.
+// reaches the upstream whole: what the direct write leaves goes through
+// the connection's Write once the upstream reads. The client's send
+// buffer is made small, so that this happens whatever the machine's
+// defaults.
 func TestRequestPastTheSendBuffer(t *testing.T) {
 	u, got := recorder(t)
 	c := newClient(t, Config{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/rawsock"
 )
@@ -90,11 +91,13 @@ func (cn *conn) sendReadStep(fd uintptr) bool {
 			sr.stale = true
 			return true
 		}
-		_, sr.werr = cn.nc.Write(sr.b)
+		if rest := sr.b[sendNow(int(fd), sr.b):]; len(rest) > 0 {
+			_, sr.werr = cn.nc.Write(rest) // waits for room
+		}
 		return sr.werr != nil // written: wait for the answer
 	}
 	for {
-		n, e := syscall.Read(int(fd), cn.buf[cn.w:])
+		n, e := rawReadFD(int(fd), cn.buf[cn.w:])
 		if e == syscall.EINTR {
 			continue
 		}
@@ -116,15 +119,53 @@ func (cn *conn) sendReadStep(fd uintptr) bool {
 	}
 }
 
+// rawReadFD is read(2) on a non-blocking socket as a raw system call
+// (see sendNow).
+func rawReadFD(fd int, p []byte) (int, error) {
+	var ptr unsafe.Pointer
+	if len(p) > 0 {
+		ptr = unsafe.Pointer(&p[0])
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(ptr), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// sendNow writes what of b the non-blocking socket takes at once and
+// reports how much (0 when it is full or the write failed: the
+// connection's Write then waits, or reports the error). The call cannot
+// block, so it is a raw system call: without the runtime's bookkeeping
+// for a blocking one, which also wakes its monitor thread when the
+// process was idle (see the package doc).
+func sendNow(fd int, b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0
+		}
+		return int(n)
+	}
+}
+
 // socketQuiet reports whether an idle connection's socket holds nothing
-// and has not ended (see peerOpen).
+// and has not ended (see peerOpen). Like sendNow, a raw system call: it
+// is the first call of most exchanges, the one that would wake the
+// runtime's monitor.
 func socketQuiet(fd int) bool {
 	var b [1]byte
 	for {
-		n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if err == syscall.EINTR {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		if e == syscall.EINTR {
 			continue
 		}
-		return n <= 0 && err == syscall.EAGAIN
+		return int(n) <= 0 && e == syscall.EAGAIN
 	}
 }
