@@ -271,42 +271,64 @@ func TestProxySIGHUPReloads(t *testing.T) {
 
 // sameSizePair writes a new self-signed pair over certFile and keyFile
 // with their sizes and modification times, so that only a forced re-read,
-// never the periodic check of the files' stamps, can notice it.
+// never the periodic check of the files' stamps, can notice it. A PEM
+// file may begin with text before its first block, so the new files are
+// brought to the old sizes with leading newlines; the old pair was padded
+// the same way when it was written (padPair), so a new one is never
+// larger.
 func sameSizePair(t *testing.T, certFile, keyFile string) *x509.Certificate {
 	t.Helper()
-	want := func(name string) (int64, time.Time) {
+	stamp := func(name string) (int64, time.Time) {
 		fi, err := os.Stat(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return fi.Size(), fi.ModTime()
 	}
-	certSize, certTime := want(certFile)
-	keySize, keyTime := want(keyFile)
-	for range 50 { // an ECDSA signature's length varies by a byte or two
-		dir := t.TempDir()
-		c, k, cert := selfSigned(t, dir)
-		cs, _ := want(c)
-		ks, _ := want(k)
-		if cs != certSize || ks != keySize {
-			continue
-		}
-		for _, mv := range [][2]string{{c, certFile}, {k, keyFile}} {
-			if err := os.Rename(mv[0], mv[1]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.Chtimes(certFile, certTime, certTime); err != nil {
+	certSize, certTime := stamp(certFile)
+	keySize, keyTime := stamp(keyFile)
+	c, k, cert := selfSigned(t, t.TempDir())
+	for _, f := range []struct {
+		from, to string
+		size     int64
+		at       time.Time
+	}{{c, certFile, certSize, certTime}, {k, keyFile, keySize, keyTime}} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chtimes(keyFile, keyTime, keyTime); err != nil {
+		pad := f.size - int64(len(b))
+		if pad < 0 {
+			t.Fatalf("the new %s is %d bytes larger than the one in service", f.to, -pad)
+		}
+		b = append([]byte(strings.Repeat("\n", int(pad))), b...)
+		if err := os.WriteFile(f.to, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return cert
+		if err := os.Chtimes(f.to, f.at, f.at); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Fatal("no pair of the same size in 50 tries")
-	return nil
+	return cert
 }
+
+// padPair puts padPEM leading newlines in front of a pair's files:
+// room for sameSizePair, whose new pair may be a few bytes larger (an
+// ECDSA signature's length varies).
+func padPair(t *testing.T, files ...string) {
+	t.Helper()
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, append([]byte(strings.Repeat("\n", padPEM)), b...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const padPEM = 32
 
 // TestServeSIGHUPReloadsTLS runs the real `sluice serve` over TLS and sends
 // it SIGHUP: it keeps serving (before, it died with exit 129) and serves
@@ -315,6 +337,7 @@ func sameSizePair(t *testing.T, certFile, keyFile string) *x509.Certificate {
 func TestServeSIGHUPReloadsTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, first := selfSigned(t, dir)
+	padPair(t, certFile, keyFile)
 	c := startChild(t, 0, "serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json",
 		"--drain-delay", "0", "--tls-cert", certFile, "--tls-key", keyFile)
 	addr := fmt.Sprint(c.record(t, "serving")["addr"])
