@@ -127,11 +127,15 @@
 // per response, 0.006 and 0.001 with raw calls). The calls of the hot
 // path (the loop's reads and writes, the upstream exchange's write,
 // reads and its look at an idle connection) are on non-blocking
-// sockets and cannot block, so they are raw system calls: no entry or
-// exit bookkeeping, no poller lock, no monitor woken, and no renewal
-// of the send timeout when the socket takes the whole write. Everything
-// that may wait (a write the socket did not take whole, the bridge)
-// goes through the net.Conn as before.
+// sockets and cannot block, so they are raw system calls (package
+// internal/rawsock): no entry or exit bookkeeping, no poller lock, no
+// monitor woken, and no renewal of the send timeout when the socket
+// takes the whole write. Everything that may wait (a write the socket
+// did not take whole, the bridge) goes through the net.Conn as before.
+// The monitor's other duty, preempting a goroutine that runs for more
+// than 10 ms, then waits for its next wake (the next timer, or any
+// other system call); the goroutines of the hot path park within
+// microseconds, and a stop of the world preempts without it.
 //
 // # Receive livelock
 //

@@ -7,7 +7,8 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/rawsock"
 )
 
 const loopSupported = true
@@ -17,7 +18,7 @@ const loopSupported = true
 // read reports that the socket was emptied.
 func (c *conn) rawRead(p []byte) (int, error) {
 	for {
-		n, err := rawReadFD(c.fd, p)
+		n, err := rawsock.Read(c.fd, p)
 		c.reads++
 		if err == syscall.EINTR {
 			continue
@@ -43,43 +44,12 @@ func (c *conn) rawRead(p []byte) (int, error) {
 	}
 }
 
-// rawReadFD is read(2) on the loop's non-blocking socket as a raw
-// system call (see sendNow).
-func rawReadFD(fd int, p []byte) (int, error) {
-	var ptr unsafe.Pointer
-	if len(p) > 0 {
-		ptr = unsafe.Pointer(&p[0])
-	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(ptr), uintptr(len(p)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
-}
-
 // sendNow writes what of b the socket takes at once, inside the read
 // loop, and reports how much (0 when the socket is full or the write
 // failed: the connection's own Write then waits, or reports the error).
-// The socket is non-blocking, so the call cannot block, and it is a raw
-// system call: the runtime's bookkeeping for a blocking one (entering
-// and leaving it, the poller's lock, waking the monitor thread when the
-// process was idle; see System calls in the package doc) is a
-// measurable part of a proxied response's CPU.
-func (c *conn) sendNow(b []byte) int {
-	if len(b) == 0 {
-		return 0
-	}
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		if e == syscall.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0
-		}
-		return int(n)
-	}
-}
+// A raw system call (rawsock.WriteNow; see System calls in the package
+// doc).
+func (c *conn) sendNow(b []byte) int { return rawsock.WriteNow(c.fd, b) }
 
 // peekClient looks at the client's socket without reading it
 // (MSG_PEEK, through Control: the read loop's lock is not needed), for
