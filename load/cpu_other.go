@@ -6,7 +6,3 @@ import "time"
 
 // processCPU is not measured on this platform; reports show zero.
 func processCPU() time.Duration { return 0 }
-
-const fineSleep = 0
-
-func preciseSleep(d time.Duration) { time.Sleep(d) }

@@ -35,7 +35,9 @@
 //     moment and a seed names the whole timetable.
 //   - The pacer (pacer.go): sleeps to each due time (for sparse timetables
 //     a Go timer, then nanosleep for the last 2 ms, since Go timers below a
-//     millisecond wake up to a millisecond late on Linux; for dense ones a
+//     millisecond wake up to a millisecond late on Linux, and a Go timer
+//     throughout where package syscall has no nanosleep, macOS among them;
+//     for dense ones a
 //     Go timer alone, which batches arrivals and costs far less), hands every due
 //     arrival to the queue without blocking, and records its own lag
 //     (hand-off − due) in the window's schedule-lag histogram.
