@@ -16,6 +16,11 @@
 // next timer or another system call. The cost: while it sleeps, a
 // goroutine that computes for more than 10 ms is not preempted by it;
 // the goroutines of this path park within microseconds.
+//
+// Those calls exist on the Unix systems whose package syscall numbers its
+// system calls (Linux, the BSDs, macOS); on Solaris, illumos and AIX it
+// calls through libc instead, so there the package gives Of alone and the
+// engine and the upstream client keep the ordinary path, as on Windows.
 package rawsock
 
 import (
