@@ -37,10 +37,10 @@
 //     a Go timer, then nanosleep for the last 2 ms, since Go timers below a
 //     millisecond wake up to a millisecond late on Linux, and a Go timer
 //     throughout where package syscall has no nanosleep, macOS among them;
-//     for dense ones a
-//     Go timer alone, which batches arrivals and costs far less), hands every due
-//     arrival to the queue without blocking, and records its own lag
-//     (hand-off − due) in the window's schedule-lag histogram.
+//     for dense ones a Go timer alone, which batches arrivals and costs far
+//     less), hands every due arrival to the queue without blocking, and
+//     records its own lag (hand-off − due) in the window's schedule-lag
+//     histogram.
 //   - Workers (worker.go): each owns prepared requests and a body
 //     buffer and records four timestamps per request — scheduled, sent,
 //     first byte, done — into one of a few lock-striped tallies of the
