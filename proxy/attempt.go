@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/hfield"
 	"github.com/sluicehq/sluice/internal/upstream"
 )
 
@@ -41,6 +42,7 @@ type attempt struct {
 	deadline      time.Time
 	direct        bool
 	fields        *upstream.Fields // the call's fields beside the request's Header (nil: none)
+	answer        *hfield.List     // where the answer's fields go as a list (nil: its Header)
 
 	p      *pool
 	m      *member
@@ -61,7 +63,7 @@ func (p *pool) newAttempt(parent context.Context, m *member, direct bool) *attem
 	a := c.attemptStorage()
 	*a = attempt{idle: p.idleTimeout, p: p, m: m, call: parent, direct: direct}
 	if c != nil {
-		a.fields = c.fields
+		a.fields, a.answer = c.fields, c.answer
 	}
 	d := p.headerTimeout
 	if direct && p.realClock {
@@ -88,7 +90,7 @@ func (p *pool) newAttempt(parent context.Context, m *member, direct bool) *attem
 
 // limits are a direct attempt's bounds for the client.
 func (a *attempt) limits() upstream.Limits {
-	return upstream.Limits{HeaderTimeout: a.headerTimeout, HeaderDeadline: a.deadline, BodyIdleTimeout: a.idle}
+	return upstream.Limits{HeaderTimeout: a.headerTimeout, HeaderDeadline: a.deadline, BodyIdleTimeout: a.idle, Answer: a.answer}
 }
 
 // end ends the attempt's own context, if it has one.

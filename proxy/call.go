@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/hfield"
 	"github.com/sluicehq/sluice/internal/upstream"
 )
 
@@ -69,6 +70,10 @@ type call struct {
 	// the outbound request's Header (see nativeRequest); nil for a
 	// bridged call, whose fields are all in its Header.
 	fields *upstream.Fields
+	// answer receives a natively forwarded call's answer fields as a
+	// list (upstream.Limits.Answer); nil for a bridged call, which
+	// needs its answer's Header.
+	answer *hfield.List
 }
 
 // attemptStorage is where the call's next attempt lives: the call's own

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/hfield"
 	"github.com/sluicehq/sluice/internal/upstream"
 	"github.com/sluicehq/sluice/retry"
 )
@@ -31,7 +32,11 @@ import (
 // health, the attempt's header and body idle timeouts, the call's
 // deadline and the deadline header), and the upstream's answer is
 // streamed back through engine.Stream, whose head rules are the
-// bridge's own. A failed call is answered by upstreamError, as on the
+// bridge's own. An ordinary answer's fields come from the client as a
+// list (upstream.Limits.Answer) and go to the client in the upstream's
+// order (engine.Response.StreamList), as nginx forwards them, with no
+// http.Header built; an error answer keeps its Header, which the retry
+// policy reads and writes, and goes out in name order as on the bridge. A failed call is answered by upstreamError, as on the
 // bridge.
 //
 // The client is watched only while the upstream is slow: the engine
@@ -74,7 +79,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	ctx := &nc.ctx
 	cancel := ctx.cancel
 	defer cancel()
-	nc.call = call{Context: ctx, route: rt}
+	nc.call = call{Context: ctx, route: rt, answer: &nc.answer}
 	c := &nc.call
 	if p.cfg.CallTimeout > 0 {
 		start := w.Received() // the call's time counts from its arrival
@@ -124,32 +129,51 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 		adm.Release(nativeOutcome(ctx, st.Status(), false))
 		return
 	}
-	h := resp.Header
-	if h == nil {
-		h = make(http.Header)
-	}
-	removeHopByHop(h)
-	if qa.Policy != "" {
-		// Before the upstream's own values, as ReverseProxy's copy of
-		// the answer's header after them.
-		h["RateLimit-Policy"] = append([]string{qa.Policy}, h["RateLimit-Policy"]...)
-		if qa.RateLimit != "" {
-			h["RateLimit"] = append([]string{qa.RateLimit}, h["RateLimit"]...)
-		}
-	}
+	var st *engine.Stream
+	var contentType string
 	announced := len(resp.Trailer)
-	if announced > 0 {
-		keys := make([]string, 0, announced)
-		for k := range resp.Trailer {
-			keys = append(keys, k)
+	if resp.Header == nil {
+		// The client listed the fields instead (an ordinary answer, no
+		// trailers announced: upstream.Limits.Answer): forwarded in
+		// their order, no map built.
+		l := &nc.answer
+		removeHopByHopList(l)
+		if qa.Policy != "" {
+			// Before the upstream's own values, as on the map below.
+			if qa.RateLimit != "" {
+				l.Prepend("RateLimit", qa.RateLimit)
+			}
+			l.Prepend("RateLimit-Policy", qa.Policy)
 		}
-		slices.Sort(keys)
-		h.Add("Trailer", strings.Join(keys, ", "))
+		contentType = l.Get("Content-Type")
+		st = w.StreamList(l)
+	} else {
+		h := resp.Header
+		removeHopByHop(h)
+		if qa.Policy != "" {
+			// Before the upstream's own values, as ReverseProxy's copy of
+			// the answer's header after them.
+			h["RateLimit-Policy"] = append([]string{qa.Policy}, h["RateLimit-Policy"]...)
+			if qa.RateLimit != "" {
+				h["RateLimit"] = append([]string{qa.RateLimit}, h["RateLimit"]...)
+			}
+		}
+		if announced > 0 {
+			keys := make([]string, 0, announced)
+			for k := range resp.Trailer {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			h.Add("Trailer", strings.Join(keys, ", "))
+		}
+		if vv := h["Content-Type"]; len(vv) > 0 {
+			contentType = vv[0]
+		}
+		st = w.Stream(h)
 	}
-	st := w.Stream(h)
 	dst := streamDeadlineWriter(&nc.dw, st, p.cfg.SendTimeout)
 	dst.WriteHeader(resp.StatusCode)
-	flush := flushEach(resp)
+	flush := flushEach(resp.ContentLength, contentType)
 	if flush {
 		// The head goes out at once, before a body that may be slow to
 		// come (ReverseProxy's first flush).
@@ -169,6 +193,7 @@ func (f *fastPath) forwardNative(w *engine.Response, r *engine.Request, adm http
 	}
 	if len(resp.Trailer) > 0 {
 		flushWriter(dst)
+		h := st.Header() // what the engine writes the trailers from
 		if len(resp.Trailer) == announced {
 			for k, vv := range resp.Trailer {
 				h[k] = append(h[k], vv...)
@@ -205,15 +230,11 @@ func nativeOutcome(ctx context.Context, status int, upstreamFailed bool) admit.O
 // flushEach reports whether every piece of the answer is sent as it
 // comes, ReverseProxy's rule: a body of unknown length, or server-sent
 // events.
-func flushEach(resp *http.Response) bool {
-	if resp.ContentLength == -1 {
+func flushEach(contentLength int64, ct string) bool {
+	if contentLength == -1 {
 		return true
 	}
 	const sse = "text/event-stream"
-	var ct string // resp.Header.Get without canonicalising a canonical name
-	if vv := resp.Header["Content-Type"]; len(vv) > 0 {
-		ct = vv[0]
-	}
 	if len(ct) < len(sse) || !strings.EqualFold(strings.TrimSpace(ct)[:min(len(sse), len(strings.TrimSpace(ct)))], sse) {
 		return false // not worth parsing (ParseMediaType allocates)
 	}
@@ -284,6 +305,26 @@ func removeHopByHop(h http.Header) {
 	}
 }
 
+// removeHopByHopList is removeHopByHop for an answer's fields as a
+// list.
+func removeHopByHopList(l *hfield.List) {
+	var named [4]string // the names Connection lists: rarely any
+	extra := named[:0]
+	for _, f := range l.All() {
+		if f.Name != "Connection" {
+			continue
+		}
+		for tok := range strings.SplitSeq(f.Value, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" {
+				extra = append(extra, http.CanonicalHeaderKey(tok))
+			}
+		}
+	}
+	l.DeleteFunc(func(f hfield.Field) bool {
+		return slices.Contains(hopByHop[:], f.Name) || slices.Contains(extra, f.Name)
+	})
+}
+
 // nativeCall is a natively forwarded call with the storage of its
 // outbound request's URL, strings and header fields, of the send
 // deadline's writer and of its context: one allocation for them all.
@@ -292,6 +333,7 @@ type nativeCall struct {
 	ctx    callCtx
 	url    url.URL
 	fields upstream.Fields
+	answer hfield.List // the answer's fields (call.answer)
 	dw     deadlineWriter
 	// The bytes of the outbound request's target and host, then of its
 	// fields' lines (nativeRequest), when they fit; and those of its

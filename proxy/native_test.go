@@ -302,6 +302,68 @@ func TestNativeMatchesBridge(t *testing.T) {
 	}
 }
 
+// TestNativeForwardsTheFieldsAsTheyCame: natively, an answer's fields
+// reach the client in the order the upstream sent them (the bridge sorts
+// them by name, as net/http writes a Header), its hop-by-hop fields and
+// those its Connection names dropped, a route quota's RateLimit fields
+// first; an error answer, forwarded from a Header (the retry policy
+// reads and writes it), goes out in name order.
+func TestNativeForwardsTheFieldsAsTheyCame(t *testing.T) {
+	if testEngine != "fast" {
+		t.Skip("starts its front end itself: runs once, in the fast pass")
+	}
+	plain := "HTTP/1.1 200 OK\r\nX-B: 2\r\nContent-Type: text/plain\r\nConnection: X-Private\r\nx-a: 1\r\n" +
+		"X-Private: secret\r\nKeep-Alive: timeout=5\r\nX-A: 0\r\nRatelimit-Policy: \"upstream\";q=9\r\nContent-Length: 2\r\n\r\nok"
+	up := (&scriptedUpstream{}).start(t, map[string]string{
+		"/plain": plain,
+		"/q/x":   plain,
+		"/503":   "HTTP/1.1 503 Service Unavailable\r\nX-B: 2\r\nConnection: X-Private\r\nX-Private: s\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nno",
+	})
+	p := mustNew(t, Config{Upstreams: []*url.URL{up}, Routes: []Route{
+		{Name: "q", PathPrefix: "/q", Quota: &RouteQuota{Rate: 1000, Burst: 1000}},
+	}})
+	base, f := nativeFront(t, p, true)
+	fields := func(path string) []string {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(string(b), "\r\n\r\n")
+		var out []string
+		for _, line := range strings.Split(head, "\r\n")[1:] {
+			if !strings.HasPrefix(line, "Date: ") && line != "Connection: close" {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	want := []string{"X-B: 2", "Content-Type: text/plain", "X-A: 1", "X-A: 0", `Ratelimit-Policy: "upstream";q=9`, "Content-Length: 2"}
+	if got := fields("/plain"); !slices.Equal(got, want) {
+		t.Errorf("fields %q, want %q", got, want)
+	}
+	got := fields("/q/x")
+	if len(got) != len(want)+2 || !strings.HasPrefix(got[0], `RateLimit-Policy: "q-quota"`) || !strings.HasPrefix(got[1], `RateLimit: "q-quota"`) || !slices.Equal(got[2:], want) {
+		t.Errorf("with a quota: fields %q, want its RateLimit-Policy and RateLimit, then %q", got, want)
+	}
+	// The retry policy gave up on the 503 and said so in its Header.
+	if got, want := fields("/503"), []string{"Content-Length: 2", "Sluice-No-Retry: overloaded", "X-A: 1", "X-B: 2", "Content-Type: text/plain; charset=utf-8"}; !slices.Equal(got, want) {
+		t.Errorf("an error answer: fields %q, want %q", got, want)
+	}
+	if n := f.nativeCalls.Load(); n != 3 {
+		t.Errorf("%d calls forwarded natively, want 3", n)
+	}
+}
+
 // TestNativeRetryOnlyWhenReplayable: a request that meets a keep-alive
 // connection the upstream closed before answering is sent again on a
 // new one, and a 503 is retried, only when it may be repeated (an

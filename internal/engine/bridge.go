@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 // bufferBeforeChunking is how much of a body the bridge holds before it
@@ -238,10 +240,13 @@ func (c *conn) discardBody(req *http.Request) bool {
 // body for HEAD, 1xx, 204 and 304) and writes through the connection's
 // buffer, with the large writes of a file going to sendfile.
 type respWriter struct {
-	c           *conn
-	req         *http.Request
-	body        *body // nil without a request body
-	header      http.Header
+	c      *conn
+	req    *http.Request
+	body   *body // nil without a request body
+	header http.Header
+	// list: the answer's fields in order, ahead of header's (a Stream
+	// begun with StreamList; header is then made when asked for).
+	list        *hfield.List
 	status      int
 	wroteHeader bool
 	committed   bool
@@ -273,13 +278,16 @@ func (w *respWriter) WriteHeader(code int) {
 		return // informational answers are not sent
 	}
 	w.wroteHeader, w.status = true, code
-	if v := headerValue(w.header, "Content-Length"); v != "" {
+	if v := w.get("Content-Length"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err == nil && n >= 0 {
 			w.cl = n
 		} else {
 			w.c.logf("engine: invalid Content-Length of %q", v)
 			w.header.Del("Content-Length")
+			if w.list != nil {
+				w.list.Delete("Content-Length")
+			}
 		}
 	}
 }
@@ -375,7 +383,7 @@ func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.committed && w.chunking || w.isHead || !bodyAllowed(w.status) || !w.committed && headerValue(w.header, "Content-Type") == "" {
+	if w.committed && w.chunking || w.isHead || !bodyAllowed(w.status) || !w.committed && w.get("Content-Type") == "" {
 		return io.Copy(writerOnly{w}, src)
 	}
 	if !w.committed {
@@ -524,7 +532,7 @@ func appendField(b []byte, k, v string) []byte {
 // declaresTrailers reports whether the handler announced trailers: a
 // Trailer field, or a field named with http.TrailerPrefix.
 func (w *respWriter) declaresTrailers() bool {
-	if len(w.header["Trailer"]) > 0 {
+	if w.hasValue("Trailer") {
 		return true
 	}
 	for k := range w.header {
@@ -553,7 +561,7 @@ func (w *respWriter) reusable() bool {
 // Content-Type sniff and, when the handler is done, the Content-Length.
 func (w *respWriter) commit(p []byte) {
 	w.committed = true
-	c, hdr := w.c, w.header
+	c := w.c
 	// The request's version and Connection: close, as the handler's
 	// *http.Request says (a natively written answer has none: the
 	// parsed head's).
@@ -567,26 +575,26 @@ func (w *respWriter) commit(p []byte) {
 	var extraBuf [6]string
 	extra := extraBuf[:0] // "Name: value" lines
 
-	te := headerValue(hdr, "Transfer-Encoding")
+	te := w.get("Transfer-Encoding")
 	hasTE := te != ""
-	if w.handlerDone && !hasTE && bodyAllowed(w.status) && len(hdr["Content-Length"]) == 0 && (!w.isHead || len(p) > 0) && !w.declaresTrailers() {
+	if w.handlerDone && !hasTE && bodyAllowed(w.status) && !w.hasValue("Content-Length") && (!w.isHead || len(p) > 0) && !w.declaresTrailers() {
 		w.cl = int64(len(p))
 		extra = append(extra, "Content-Length: "+strconv.Itoa(len(p)))
 	}
 	hasCL := w.cl != -1
 	wants10KeepAlive := minor == 0 && c.h.keepAlive && !c.h.close
-	if wants10KeepAlive && keepAlives && len(hdr["Content-Length"]) > 0 && headerValue(hdr, "Connection") == "keep-alive" {
+	if wants10KeepAlive && keepAlives && w.hasValue("Content-Length") && w.get("Connection") == "keep-alive" {
 		w.closeAfter = false
 	}
 	if wants10KeepAlive && (w.isHead || hasCL || !bodyAllowed(w.status)) {
 		w.closeAfter = w.closeAfter && !keepAlives
-		if _, set := hdr["Connection"]; !set && !w.closeAfter {
+		if !w.has("Connection") && !w.closeAfter {
 			extra = append(extra, "Connection: keep-alive")
 		}
 	} else if minor == 0 || reqClose {
 		w.closeAfter = true
 	}
-	if headerValue(hdr, "Connection") == "close" || !keepAlives {
+	if w.get("Connection") == "close" || !keepAlives {
 		w.closeAfter = true
 	}
 	if w.body != nil && w.body.expect {
@@ -596,7 +604,7 @@ func (w *respWriter) commit(p []byte) {
 		w.closeAfter = true
 	}
 	if bodyAllowed(w.status) {
-		if _, haveType := hdr["Content-Type"]; !haveType && headerValue(hdr, "Content-Encoding") == "" && !hasTE && len(p) > 0 {
+		if !w.has("Content-Type") && w.get("Content-Encoding") == "" && !hasTE && len(p) > 0 {
 			extra = append(extra, "Content-Type: "+http.DetectContentType(p))
 		}
 	} else {
@@ -633,15 +641,15 @@ func (w *respWriter) commit(p []byte) {
 	}
 	if w.chunking {
 		exclude.add("Content-Length")
-		for _, v := range hdr["Trailer"] {
+		w.forEach("Trailer", func(v string) {
 			forEachToken([]byte(v), func(tok []byte) {
 				if name := http.CanonicalHeaderKey(string(tok)); httpguts.ValidTrailerHeader(name) {
 					w.trailers = append(w.trailers, name)
 				}
 			})
-		}
+		})
 	}
-	if w.closeAfter && (!keepAlives || !hasToken(headerValue(hdr, "Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
+	if w.closeAfter && (!keepAlives || !hasToken(w.get("Connection"), "close")) && w.status != http.StatusSwitchingProtocols {
 		exclude.add("Connection")
 		if minor >= 1 {
 			extra = append(extra, "Connection: close")
@@ -649,11 +657,18 @@ func (w *respWriter) commit(p []byte) {
 	}
 
 	b := append(c.out, statusLine(w.status)...)
-	// The fields in name order (as net/http writes them), each name's
-	// values taken in the one pass over the map.
+	// A list's fields as they came; the map's in name order (as net/http
+	// writes them), each name's values taken in the one pass over it.
+	if w.list != nil {
+		for _, f := range w.list.All() {
+			if !exclude.has(f.Name) && httpguts.ValidHeaderFieldName(f.Name) {
+				b = appendField(b, f.Name, f.Value)
+			}
+		}
+	}
 	var fieldBuf [16]headerField
 	fields := fieldBuf[:0]
-	for k, vv := range hdr {
+	for k, vv := range w.header {
 		if !exclude.has(k) && httpguts.ValidHeaderFieldName(k) {
 			fields = append(fields, headerField{k, vv})
 		}
@@ -668,11 +683,61 @@ func (w *respWriter) commit(p []byte) {
 		b = append(b, line...)
 		b = append(b, "\r\n"...)
 	}
-	if _, ok := hdr["Date"]; !ok {
+	if !w.has("Date") {
 		b = append(b, c.s.dateFor(time.Now())...)
 	}
 	b = append(b, "\r\n"...)
 	c.out = b
+}
+
+// get is the first value of the answer's field name (canonical): the
+// header's, else the list's.
+func (w *respWriter) get(name string) string {
+	if v := headerValue(w.header, name); v != "" || w.list == nil {
+		return v
+	}
+	return w.list.Get(name)
+}
+
+// has reports whether the answer has a field name (canonical).
+func (w *respWriter) has(name string) bool {
+	if _, ok := w.header[name]; ok {
+		return true
+	}
+	if w.list == nil {
+		return false
+	}
+	_, ok := w.list.Lookup(name)
+	return ok
+}
+
+// hasValue reports whether the answer has a value for the field name
+// (canonical): a header key with no values (a handler's way to suppress
+// one) has none.
+func (w *respWriter) hasValue(name string) bool {
+	if len(w.header[name]) > 0 {
+		return true
+	}
+	if w.list == nil {
+		return false
+	}
+	_, ok := w.list.Lookup(name)
+	return ok
+}
+
+// forEach calls fn with each value of the answer's field name
+// (canonical), the list's first.
+func (w *respWriter) forEach(name string, fn func(string)) {
+	if w.list != nil {
+		for _, f := range w.list.All() {
+			if f.Name == name {
+				fn(f.Value)
+			}
+		}
+	}
+	for _, v := range w.header[name] {
+		fn(v)
+	}
 }
 
 // headerValue is h.Get(name) for a canonical name, without Get's

@@ -80,7 +80,11 @@
 //     Response.Stream, an http.ResponseWriter without an *http.Request
 //     whose head rules are the bridge's respWriter itself, with End and
 //     Abort (a cut answer closes the connection, as a handler's
-//     ErrAbortHandler does). Response.WatchClient starts the bridge's
+//     ErrAbortHandler does). Response.StreamList begins one whose fields
+//     are a list (package hfield) sent in its order, under the same head
+//     rules (they read the list's framing fields as they read a map's),
+//     so a proxy forwards an upstream's fields as they came without a
+//     map, a hash per field and a sort. Response.WatchClient starts the bridge's
 //     background read only after a delay, from one timer per connection,
 //     so an answer that comes quickly costs no read and no goroutine;
 //     Unwatch ends it. Inside the read loop, where the connection may

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 // Stream is an answer a FastHandler writes piece by piece, without an
@@ -22,9 +24,15 @@ type Stream struct {
 	rw respWriter
 }
 
-// Header returns the answer's header map (the one Response.Stream was
-// given).
-func (s *Stream) Header() http.Header { return s.rw.header }
+// Header returns the answer's header map: the one Response.Stream was
+// given, or after StreamList one made on the first call, whose fields
+// go out after the list's.
+func (s *Stream) Header() http.Header {
+	if s.rw.header == nil {
+		s.rw.header = make(http.Header)
+	}
+	return s.rw.header
+}
 
 // WriteHeader sends the status with the header (as
 // http.ResponseWriter's: the head is committed on the first Flush, or
@@ -55,18 +63,33 @@ func (s *Stream) Failed() bool { return s.rw.c.werr != nil }
 // WatchClient). Stream may be called once, instead of Write and
 // ServeWith.
 func (w *Response) Stream(header http.Header) *Stream {
+	if header == nil {
+		header = make(http.Header)
+	}
+	return w.stream(header, nil)
+}
+
+func (w *Response) stream(header http.Header, list *hfield.List) *Stream {
 	if w.wrote {
 		panic("engine: Response.Stream after an answer")
 	}
 	w.wrote = true
 	c := w.c
-	if header == nil {
-		header = make(http.Header)
-	}
 	isHead := w.headSet && w.isHead || !w.headSet && string(c.h.method) == http.MethodHead
-	w.st.rw = respWriter{c: c, header: header, cl: -1, isHead: isHead,
+	w.st.rw = respWriter{c: c, header: header, list: list, cl: -1, isHead: isHead,
 		closeAfter: !w.keep, pending: c.pending[:0]}
 	return &w.st
+}
+
+// StreamList is Stream with the answer's fields given as a list, sent
+// in its order (not sorted, as a header map's are), under the same head
+// rules: a proxy forwards an upstream's fields as they came without
+// building a map. Fields set through the Stream's Header go out after
+// the list's. The engine may remove fields from fields (an invalid
+// Content-Length); the list must not change otherwise until End or
+// Abort.
+func (w *Response) StreamList(fields *hfield.List) *Stream {
+	return w.stream(nil, fields)
 }
 
 // End completes the streamed answer (the head if not yet sent, the last

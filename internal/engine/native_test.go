@@ -5,13 +5,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 // TestStreamWritesWhatTheBridgeWrites: the same handler code, run
@@ -55,13 +59,23 @@ func TestStreamWritesWhatTheBridgeWrites(t *testing.T) {
 		},
 		"/date": func(w http.ResponseWriter) { w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT") },
 	}
-	run := func(stream bool) string {
+	run := func(mode string) string {
 		_, addr := serveEngine(t, Config{Fast: fastFunc(func(w *Response, r *Request) bool {
 			path, _ := r.Path()
 			h := answers[path]
-			if stream {
+			switch mode {
+			case "stream":
 				st := w.Stream(nil)
 				h(st)
+				w.End()
+				return true
+			case "list":
+				// The handler's fields, set before the head, as a
+				// list in name order (the order a map's go out in).
+				var l hfield.List
+				lw := &listWriter{st: w.StreamList(&l), l: &l, h: make(http.Header)}
+				h(lw)
+				lw.move() // a handler that wrote nothing: its fields still count
 				w.End()
 				return true
 			}
@@ -76,9 +90,110 @@ func TestStreamWritesWhatTheBridgeWrites(t *testing.T) {
 		}
 		return streamDateLine.ReplaceAllString(b.String(), "Date: (set)\r\n")
 	}
-	bridge, stream := run(false), run(true)
+	bridge, stream, list := run("bridge"), run("stream"), run("list")
 	if bridge != stream {
 		t.Errorf("the Stream wrote other bytes than the bridge:\nbridge %q\nstream %q", bridge, stream)
+	}
+	if bridge != list {
+		t.Errorf("the Stream with a list wrote other bytes than the bridge:\nbridge %q\nlist   %q", bridge, list)
+	}
+}
+
+// listWriter runs a handler on a Stream begun with StreamList: what it
+// sets in its Header before the head goes into the list, in name order;
+// after the head (trailers) its Header is the Stream's.
+type listWriter struct {
+	st    *Stream
+	l     *hfield.List
+	h     http.Header
+	moved bool
+}
+
+func (lw *listWriter) Header() http.Header {
+	if lw.moved {
+		return lw.st.Header()
+	}
+	return lw.h
+}
+
+func (lw *listWriter) move() {
+	if lw.moved {
+		return
+	}
+	lw.moved = true
+	for _, k := range slices.Sorted(maps.Keys(lw.h)) {
+		for _, v := range lw.h[k] {
+			lw.l.Add(k, v)
+		}
+	}
+}
+
+func (lw *listWriter) WriteHeader(code int) { lw.move(); lw.st.WriteHeader(code) }
+
+func (lw *listWriter) Write(p []byte) (int, error) { lw.move(); return lw.st.Write(p) }
+
+func (lw *listWriter) Flush() { lw.move(); lw.st.Flush() }
+
+// TestStreamListKeepsTheOrder: a Stream begun with a list sends its
+// fields in the list's order, then those set through Header, then what
+// the engine adds; the head rules apply to the list's fields (a 204's
+// Content-Length dropped, a Date kept, an invalid Content-Length
+// dropped, Connection: close honoured).
+func TestStreamListKeepsTheOrder(t *testing.T) {
+	type field struct{ name, value string }
+	cases := map[string]struct {
+		fields []field
+		status int
+		body   string
+		extra  string // set through Header
+		want   string // the head after the status line
+		closes bool
+	}{
+		"/order": {[]field{{"X-B", "2"}, {"X-A", "1"}, {"Content-Type", "text/plain"}, {"X-A", "0"}}, 200, "hello", "X-Map",
+			"X-B: 2\r\nX-A: 1\r\nContent-Type: text/plain\r\nX-A: 0\r\nX-Map: m\r\nContent-Length: 5\r\nDate: (set)\r\n", false},
+		"/declared": {[]field{{"Content-Length", "2"}, {"Date", "Mon, 02 Jan 2006 15:04:05 GMT"}, {"Content-Type", "text/plain"}}, 200, "ok", "",
+			"Content-Length: 2\r\nDate: (set)\r\nContent-Type: text/plain\r\n", false}, // one Date: the list's
+		"/204": {[]field{{"Content-Length", "7"}, {"X-A", "1"}}, 204, "", "",
+			"X-A: 1\r\nDate: (set)\r\n", false},
+		"/bad-length": {[]field{{"Content-Length", "x"}, {"Content-Type", "text/plain"}}, 200, "ok", "",
+			"Content-Type: text/plain\r\nContent-Length: 2\r\nDate: (set)\r\n", false},
+		"/close": {[]field{{"Connection", "close"}, {"Content-Type", "text/plain"}}, 200, "ok", "",
+			"Connection: close\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nDate: (set)\r\n", true},
+	}
+	_, addr := serveEngine(t, Config{Fast: fastFunc(func(w *Response, r *Request) bool {
+		path, _ := r.Path()
+		tc := cases[path]
+		l := new(hfield.List)
+		for _, f := range tc.fields {
+			l.Add(f.name, f.value)
+		}
+		st := w.StreamList(l)
+		if tc.extra != "" {
+			st.Header().Set(tc.extra, "m")
+		}
+		st.WriteHeader(tc.status)
+		_, _ = st.Write([]byte(tc.body))
+		w.End()
+		return true
+	})})
+	for path, tc := range cases {
+		t.Run(path, func(t *testing.T) {
+			got := rawExchange(t, addr, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			got = streamDateLine.ReplaceAllString(got, "Date: (set)\r\n")
+			status := fmt.Sprintf("HTTP/1.1 %d %s\r\n", tc.status, http.StatusText(tc.status))
+			one := status + tc.want + "\r\n" + tc.body
+			want := one     // the connection closes after it
+			if !tc.closes { // the second answer carries the client's close
+				closing := status + strings.Replace(tc.want, "Date: (set)\r\n", "Connection: close\r\nDate: (set)\r\n", 1) + "\r\n" + tc.body
+				if !strings.HasSuffix(tc.want, "Date: (set)\r\n") { // the engine adds no Date: the close goes last
+					closing = status + tc.want + "Connection: close\r\n\r\n" + tc.body
+				}
+				want = one + closing
+			}
+			if got != want {
+				t.Errorf("answers\n%q\nwant\n%q", got, want)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/upstream/upstreamtest"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 func benchRoundTrip(b *testing.B, rt http.RoundTripper, method string, bodyLen int) {
@@ -52,15 +54,30 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// BenchmarkParseResponse parses a typical answer's head (nine fields).
+// BenchmarkParseResponse parses a typical answer's head (nine fields)
+// and a short one (three), into a Header and into a list (as a proxy's
+// native path reads them: Limits.Answer).
 func BenchmarkParseResponse(b *testing.B) {
-	head := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: 1234\r\n" +
-		"Date: Tue, 01 Dec 2026 10:00:00 GMT\r\nCache-Control: max-age=60\r\nEtag: \"abc123\"\r\n" +
-		"Last-Modified: Mon, 30 Nov 2026 10:00:00 GMT\r\nVary: Accept-Encoding\r\nServer: backend\r\nX-Request-Id: 7f3a\r\n\r\n")
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := parseResponse(head); err != nil {
-			b.Fatal(err)
+	heads := map[string][]byte{
+		"nine": []byte("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: 1234\r\n" +
+			"Date: Tue, 01 Dec 2026 10:00:00 GMT\r\nCache-Control: max-age=60\r\nEtag: \"abc123\"\r\n" +
+			"Last-Modified: Mon, 30 Nov 2026 10:00:00 GMT\r\nVary: Accept-Encoding\r\nServer: backend\r\nX-Request-Id: 7f3a\r\n\r\n"),
+		"three": []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Tue, 01 Dec 2026 10:00:00 GMT\r\nContent-Length: 3\r\n\r\n"),
+	}
+	for _, name := range []string{"nine", "three"} {
+		for _, into := range []string{"header", "list"} {
+			b.Run(name+"/"+into, func(b *testing.B) {
+				var l *hfield.List
+				if into == "list" {
+					l = new(hfield.List)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := parseResponse(heads[name], l); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

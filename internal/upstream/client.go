@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 // Defaults for zero Config fields.
@@ -142,6 +144,18 @@ type Limits struct {
 	// as Config.BodyIdleTimeout does (ErrBodyIdle). 0 or negative means
 	// none.
 	BodyIdleTimeout time.Duration
+	// Answer, when set, receives the fields of an answer with a status
+	// from 200 to 399 that announces no trailers, in the order the
+	// upstream sent them, names canonical, the framing fields the client
+	// consumed left out (Transfer-Encoding, a repeated Content-Length);
+	// that answer's Header is then nil. It is for a caller that forwards
+	// the head as it came (a proxy), which so builds no http.Header. Any
+	// other answer (an error status, which a retry policy reads
+	// Retry-After from; a 101; one with trailers) has its Header as
+	// usual and leaves Answer empty. Answer is the caller's, written by
+	// one round trip at a time, and its strings stay valid after the
+	// exchange.
+	Answer *hfield.List
 }
 
 // headerBound is when lim's head must have come (zero: no bound) and
@@ -194,6 +208,7 @@ func (c *Client) RoundTripFields(req *http.Request, fields *Fields, lim Limits) 
 		closeRequestBody(req)
 		return nil, err
 	}
+	w.answer = lim.Answer
 	hp, err := c.host(req.URL)
 	if err != nil {
 		closeRequestBody(req)

@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 func TestRoundTripKeepsConnectionsAlive(t *testing.T) {
@@ -346,17 +348,93 @@ func TestMalformedAnswersRefused(t *testing.T) {
 		"chunked HTTP/1.0":                     "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 	}
 	c := newClient(t, Config{})
-	for name, raw := range cases {
-		t.Run(name, func(t *testing.T) {
-			u := newRawUpstream(t, answerEach(raw))
-			req, _ := http.NewRequest("GET", u.url().String(), nil)
-			resp, err := c.RoundTrip(req)
-			if err == nil {
+	for _, asList := range []bool{false, true} {
+		for name, raw := range cases {
+			t.Run(fmt.Sprintf("%s/list=%v", name, asList), func(t *testing.T) {
+				u := newRawUpstream(t, answerEach(raw))
+				req, _ := http.NewRequest("GET", u.url().String(), nil)
+				var l *hfield.List
+				if asList {
+					l = new(hfield.List)
+				}
+				resp, err := roundTripInto(c, req, l)
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("accepted %q: %d %v", raw, resp.StatusCode, resp.Header)
+				}
+				if !strings.Contains(err.Error(), ErrBadResponse.Error()) {
+					t.Errorf("err %v, want a malformed response", err)
+				}
+			})
+		}
+	}
+}
+
+// roundTripInto is c.RoundTrip, with the answer's fields listed in l
+// when l is not nil (Limits.Answer).
+func roundTripInto(c *Client, req *http.Request, l *hfield.List) (*http.Response, error) {
+	if l == nil {
+		return c.RoundTrip(req)
+	}
+	return c.RoundTripFields(req, nil, Limits{Answer: l})
+}
+
+// TestAnswerAsList: with Limits.Answer, an ordinary answer's fields come
+// as a list, in the upstream's order, names canonical, the framing fields
+// the client consumed left out, and no Header; an error status, a 101 or
+// an answer that announces trailers has its Header as usual and an empty
+// list; the same connection's next answer starts a new list.
+func TestAnswerAsList(t *testing.T) {
+	cases := []struct {
+		name, raw string
+		header    bool     // a Header, the list empty
+		want      []string // the list, "Name=value"
+		body      string
+	}{
+		{"in order, canonical", "HTTP/1.1 200 OK\r\nx-b: 2\r\nContent-Type: text/plain\r\nX-A: 1\r\nx-a: 0\r\nContent-Length: 2\r\n\r\nok",
+			false, []string{"X-B=2", "Content-Type=text/plain", "X-A=1", "X-A=0", "Content-Length=2"}, "ok"},
+		{"chunked", "HTTP/1.1 200 OK\r\nX-A: 1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+			false, []string{"X-A=1"}, "ok"},
+		{"a repeated length once", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nok",
+			false, []string{"Content-Length=2", "X-A=1"}, "ok"},
+		{"redirect", "HTTP/1.1 302 Found\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n",
+			false, []string{"Location=/x", "Content-Length=0"}, ""},
+		{"error status", "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 2\r\n\r\nno", true, nil, "no"},
+		{"not found", "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno", true, nil, "no"},
+		{"trailers announced", "HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\r\n\r\n", true, nil, "ok"},
+		{"after an informational answer", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nok",
+			false, []string{"X-A=1", "Content-Length=2"}, "ok"},
+	}
+	c := newClient(t, Config{})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newRawUpstream(t, answerEach(tc.raw))
+			var l hfield.List
+			l.Add("Stale", "from the last call") // a list is the round trip's to fill
+			for i := range 2 {                   // the second on the same connection
+				req, _ := http.NewRequest("GET", u.url().String(), nil)
+				resp, err := roundTripInto(c, req, &l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				t.Fatalf("accepted %q: %d %v", raw, resp.StatusCode, resp.Header)
+				if err != nil || string(b) != tc.body {
+					t.Fatalf("body %q %v, want %q", b, err, tc.body)
+				}
+				var got []string
+				for _, f := range l.All() {
+					got = append(got, f.Name+"="+f.Value)
+				}
+				if (resp.Header != nil) != tc.header || !slices.Equal(got, tc.want) {
+					t.Fatalf("answer %d: Header %v, list %q; want a Header %v, list %q", i, resp.Header, got, tc.header, tc.want)
+				}
+				if tc.header && resp.Header.Get("Content-Length") == "" && resp.Header.Get("Trailer") == "" && resp.ContentLength >= 0 {
+					t.Fatalf("Header %v lacks the answer's fields", resp.Header)
+				}
 			}
-			if !strings.Contains(err.Error(), ErrBadResponse.Error()) {
-				t.Errorf("err %v, want a malformed response", err)
+			if u.accepted() != 1 {
+				t.Fatalf("%d connections, want 1", u.accepted())
 			}
 		})
 	}
@@ -597,9 +675,13 @@ func TestAnswerFramings(t *testing.T) {
 				}
 			})
 			c := newClient(t, Config{})
-			for range 2 {
+			for i := range 2 {
 				req, _ := http.NewRequest(tc.method, u.url().String(), nil)
-				resp, err := c.RoundTrip(req)
+				var l *hfield.List
+				if i == 1 {
+					l = new(hfield.List) // the fields as a list: the same framing
+				}
+				resp, err := roundTripInto(c, req, l)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 // Sizes of a connection's buffers.
@@ -41,14 +43,15 @@ type outbound struct {
 	method, uri, host, userAgent string
 	// framing: exactly one per request, chosen here.
 	framing   int
-	length    int64      // frameLength: the body's length
-	trailer   []string   // declared trailer names, sorted (frameChunked)
-	keys      []string   // header keys to write, sorted, when more than keyBuf holds
-	nkeys     int        // else how many of keyBuf are
-	fields    *Fields    // fields written after keys' (nil: none)
-	keyBuf    [16]string // keys' storage for most requests
-	close     bool       // Connection: close
-	closeSent bool       // the header already says close
+	length    int64        // frameLength: the body's length
+	trailer   []string     // declared trailer names, sorted (frameChunked)
+	keys      []string     // header keys to write, sorted, when more than keyBuf holds
+	nkeys     int          // else how many of keyBuf are
+	fields    *Fields      // fields written after keys' (nil: none)
+	keyBuf    [16]string   // keys' storage for most requests
+	close     bool         // Connection: close
+	closeSent bool         // the header already says close
+	answer    *hfield.List // Limits.Answer
 }
 
 // keyList is the header keys to write, sorted.
@@ -745,11 +748,17 @@ func (cn *conn) readResponse(req *http.Request, o *outbound) (*http.Response, er
 		if err != nil {
 			return nil, err
 		}
-		a, err := parseResponse(cn.buf[cn.r:end])
+		a, err := parseResponse(cn.buf[cn.r:end], o.answer)
 		if err != nil {
 			return nil, err
 		}
 		resp := &a.resp
+		if l := o.answer; l != nil && (resp.StatusCode < 200 || resp.StatusCode >= 400 || hasField(l, "Trailer")) {
+			// Not an answer for the list (see Limits.Answer): its Header
+			// as usual.
+			resp.Header = l.Header()
+			l.Reset()
+		}
 		cn.r = end
 		if code := resp.StatusCode; code >= 200 || code == http.StatusSwitchingProtocols {
 			cn.dlMu.Lock()
@@ -845,24 +854,66 @@ func badResponse(why string) error { return errors.New(ErrBadResponse.Error() + 
 func (cn *conn) frame(a *answer, req *http.Request, o *outbound) error {
 	resp := &a.resp
 	h := resp.Header
+	// The fields are in h, or with h nil in the caller's list (see
+	// Limits.Answer): the same checks on either.
+	var list *hfield.List
+	if h == nil {
+		list = o.answer
+	}
 	resp.Request = req
 	cl := int64(-1)
-	if vv := h["Content-Length"]; len(vv) > 0 {
-		for _, v := range vv {
+	var clVals, teVals int
+	var te string
+	check := func(name, v string) error {
+		switch name {
+		case "Content-Length":
 			n, ok := parseLength(strings.TrimSpace(v))
 			if !ok || cl >= 0 && n != cl {
 				return badResponse("Content-Length " + strconv.Quote(v))
 			}
 			cl = n
+			clVals++
+		case "Transfer-Encoding":
+			te = v
+			teVals++
 		}
-		if len(vv) > 1 {
-			h["Content-Length"] = vv[:1]
+		return nil
+	}
+	if list != nil {
+		for _, f := range list.All() {
+			if err := check(f.Name, f.Value); err != nil {
+				return err
+			}
+		}
+	} else {
+		for _, name := range [...]string{"Content-Length", "Transfer-Encoding"} {
+			for _, v := range h[name] {
+				if err := check(name, v); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if clVals > 1 {
+		// Repeats of the one length: forwarded once.
+		if list != nil {
+			seen := false
+			list.DeleteFunc(func(f hfield.Field) bool {
+				drop := f.Name == "Content-Length" && seen
+				seen = seen || f.Name == "Content-Length"
+				return drop
+			})
+		} else {
+			h["Content-Length"] = h["Content-Length"][:1]
 		}
 	}
 	chunked := false
-	if vv, ok := h["Transfer-Encoding"]; ok {
-		if len(vv) != 1 || !strings.EqualFold(strings.TrimSpace(vv[0]), "chunked") {
-			return badResponse("Transfer-Encoding " + strconv.Quote(strings.Join(vv, ",")))
+	if teVals > 0 {
+		if teVals != 1 || !strings.EqualFold(strings.TrimSpace(te), "chunked") {
+			if list != nil {
+				h = list.Header() // for the message only
+			}
+			return badResponse("Transfer-Encoding " + strconv.Quote(strings.Join(h["Transfer-Encoding"], ",")))
 		}
 		if cl >= 0 {
 			return badResponse("both Content-Length and Transfer-Encoding")
@@ -870,13 +921,27 @@ func (cn *conn) frame(a *answer, req *http.Request, o *outbound) error {
 		if resp.ProtoMinor == 0 {
 			return badResponse("chunked HTTP/1.0 answer")
 		}
-		delete(h, "Transfer-Encoding")
+		if list != nil {
+			list.Delete("Transfer-Encoding")
+		} else {
+			delete(h, "Transfer-Encoding")
+		}
 		chunked = true
 		resp.TransferEncoding = chunkedTE
 	}
-	conn := h["Connection"]
+	var closes, keepsAlive bool
+	if list != nil {
+		for _, f := range list.All() {
+			if f.Name == "Connection" {
+				closes = closes || hasToken([]string{f.Value}, "close")
+				keepsAlive = keepsAlive || hasToken([]string{f.Value}, "keep-alive")
+			}
+		}
+	} else {
+		closes, keepsAlive = hasToken(h["Connection"], "close"), hasToken(h["Connection"], "keep-alive")
+	}
 	switch {
-	case hasToken(conn, "close"), resp.ProtoMinor == 0 && !hasToken(conn, "keep-alive"), o.close:
+	case closes, resp.ProtoMinor == 0 && !keepsAlive, o.close:
 		cn.keep = false
 	}
 	resp.ContentLength = cl
@@ -925,6 +990,12 @@ func (cn *conn) frame(a *answer, req *http.Request, o *outbound) error {
 		resp.Body = &untilCloseBody{exchangeBody{cn: cn}}
 	}
 	return nil
+}
+
+// hasField reports whether l has a field named name (canonical).
+func hasField(l *hfield.List, name string) bool {
+	_, ok := l.Lookup(name)
+	return ok
 }
 
 // noBodyFor reports whether an answer has no body whatever it declares.

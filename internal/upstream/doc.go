@@ -52,6 +52,15 @@
 //     in their order after Header's. A request with Fields gets no
 //     default User-Agent. Fields refuse the framing fields, Host and
 //     Connection, which the client writes itself.
+//   - Answers as a list: with Limits.Answer an ordinary answer (a status
+//     from 200 to 399 that announces no trailers) comes with its fields
+//     in a list the caller keeps (package hfield), in the order the
+//     upstream sent them, and a nil Header: a proxy that forwards the
+//     head builds no map, two allocations and a hash per field fewer.
+//     The framing checks are the same on either form (the fuzz test
+//     FuzzParseResponse holds the two parses equal). An error status,
+//     whose Retry-After a retry policy reads (and whose Header it writes),
+//     a 1xx or 101, and an answer with trailers keep their Header.
 //   - Streaming both ways. A request body of known length up to 64 KiB
 //     is read whole first and written with the head in one write (as
 //     nginx buffers request bodies): a client whose body fails fails

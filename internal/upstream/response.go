@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/internal/hfield"
 )
 
 // answer is an answer's head and what reading its body needs, in one
@@ -34,7 +36,10 @@ const answerFields = 12
 // way than a peer would: CRLF line ends only, no obsolete line folding,
 // field names that are tokens followed by the colon, values without
 // control bytes but HTAB.
-func parseResponse(b []byte) (*answer, error) {
+//
+// With list, the fields go into list, in order, and the answer's Header
+// is nil (see Limits.Answer).
+func parseResponse(b []byte, list *hfield.List) (*answer, error) {
 	s := string(b)
 	i := strings.Index(s, "\r\n")
 	line := s[:i]
@@ -61,11 +66,17 @@ func parseResponse(b []byte) (*answer, error) {
 	rest := s[i+2 : len(s)-2] // the field lines, each ending in CRLF
 	// Each line ends in CRLF (a lone LF is refused below): counting the
 	// LFs, one byte, is the vectorised count.
-	n := strings.Count(rest, "\n")
-	h := make(http.Header, n)
-	vals := a.vals[:min(n, answerFields)]
-	if n > answerFields {
-		vals = make([]string, n)
+	var h http.Header
+	var vals []string
+	if list != nil {
+		list.Reset()
+	} else {
+		n := strings.Count(rest, "\n")
+		h = make(http.Header, n)
+		vals = a.vals[:min(n, answerFields)]
+		if n > answerFields {
+			vals = make([]string, n)
+		}
 	}
 	for k := 0; rest != ""; k++ {
 		j := strings.Index(rest, "\r\n")
@@ -86,6 +97,10 @@ func parseResponse(b []byte) (*answer, error) {
 		}
 		if !isCanonical(name) {
 			name = http.CanonicalHeaderKey(name)
+		}
+		if list != nil {
+			list.Add(name, value)
+			continue
 		}
 		vals[k] = value
 		if old, ok := h[name]; ok {
