@@ -781,6 +781,9 @@ func (e *excluded) has(k string) bool {
 // surrounding whitespace trimmed, as net/http writes header values.
 func appendFieldValue(b []byte, v string) []byte {
 	v = strings.TrimSpace(v)
+	if strings.IndexByte(v, '\r') < 0 && strings.IndexByte(v, '\n') < 0 {
+		return append(b, v...) // the common value, copied at once
+	}
 	for i := 0; i < len(v); i++ {
 		ch := v[i]
 		if ch == '\r' || ch == '\n' {

@@ -477,3 +477,35 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// TestFieldValuesCannotSplitTheHead: a CR or LF in a value a handler set
+// goes out as a space (as net/http writes it), through the bridge and
+// through a Stream, so a value can never end its line and start a field
+// or an answer of its own.
+func TestFieldValuesCannotSplitTheHead(t *testing.T) {
+	set := func(h http.Header) {
+		h.Set("X-Evil", "a\r\nX-Injected: 1")
+		h.Set("X-Lf", "b\nSet-Cookie: s=1")
+	}
+	_, addr := serveEngine(t, Config{Fast: fastFunc(func(w *Response, r *Request) bool {
+		if path, _ := r.Path(); path == "/stream" {
+			st := w.Stream(nil)
+			set(st.Header())
+			_, _ = st.Write([]byte("ok"))
+			w.End()
+			return true
+		}
+		w.ServeWith(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			set(w.Header())
+			_, _ = w.Write([]byte("ok"))
+		}))
+		return true
+	})})
+	for _, path := range []string{"/bridge", "/stream"} {
+		got := rawExchange(t, addr, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if !strings.Contains(got, "X-Evil: a  X-Injected: 1\r\n") || !strings.Contains(got, "X-Lf: b Set-Cookie: s=1\r\n") ||
+			strings.Contains(got, "\r\nX-Injected") || strings.Contains(got, "\nSet-Cookie") {
+			t.Errorf("%s: %q", path, got)
+		}
+	}
+}

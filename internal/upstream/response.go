@@ -14,13 +14,19 @@ import (
 )
 
 // answer is an answer's head and what reading its body needs, in one
-// allocation: the Response, the values of its first fields (a head with
-// more takes a slice of its own) and the reader of a body whose length
-// is declared, the common case.
+// allocation: the Response and the reader of a body whose length is
+// declared, the common case.
 type answer struct {
 	resp  http.Response
 	fixed fixedBody
-	vals  [answerFields]string
+}
+
+// mappedAnswer is an answer parsed into a Header, with the values of its
+// first fields in the same allocation (a head with more takes a slice of
+// its own); an answer whose fields go to a list needs no room for them.
+type mappedAnswer struct {
+	answer
+	vals [answerFields]string
 }
 
 // answerFields is how many field values an answer holds inline: most
@@ -56,13 +62,21 @@ func parseResponse(b []byte, list *hfield.List) (*answer, error) {
 	if code < 100 {
 		return nil, badResponse("status " + line[9:12])
 	}
-	a := &answer{resp: http.Response{
+	var a *answer
+	var room *[answerFields]string
+	if list != nil {
+		a = new(answer)
+	} else {
+		m := new(mappedAnswer)
+		a, room = &m.answer, &m.vals
+	}
+	a.resp = http.Response{
 		Status:     strings.TrimLeft(line[9:], " "),
 		StatusCode: code,
 		Proto:      line[:8],
 		ProtoMajor: 1,
 		ProtoMinor: int(line[7] - '0'),
-	}}
+	}
 	rest := s[i+2 : len(s)-2] // the field lines, each ending in CRLF
 	// Each line ends in CRLF (a lone LF is refused below): counting the
 	// LFs, one byte, is the vectorised count.
@@ -73,7 +87,7 @@ func parseResponse(b []byte, list *hfield.List) (*answer, error) {
 	} else {
 		n := strings.Count(rest, "\n")
 		h = make(http.Header, n)
-		vals = a.vals[:min(n, answerFields)]
+		vals = room[:min(n, answerFields)]
 		if n > answerFields {
 			vals = make([]string, n)
 		}
