@@ -167,18 +167,26 @@ func answerView(resp *http.Response, body []byte, err error) string {
 	return b.String()
 }
 
-// exchange writes raw on a new connection and reads n answers back.
-func exchange(t *testing.T, base, raw string, n int) []string {
+// send writes raw on a new connection to base, which the test closes.
+func send(t *testing.T, base, raw string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// exchange writes raw on a new connection and reads n answers back.
+func exchange(t *testing.T, base, raw string, n int) []string {
+	t.Helper()
+	c := send(t, base, raw)
+	defer c.Close()
 	br := bufio.NewReader(c)
 	method := strings.Fields(raw)[0]
 	var out []string
@@ -325,16 +333,7 @@ func TestNativeForwardsTheFieldsAsTheyCame(t *testing.T) {
 	base, f := nativeFront(t, p, true)
 	fields := func(path string) []string {
 		t.Helper()
-		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(c)
+		b, err := io.ReadAll(send(t, base, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
