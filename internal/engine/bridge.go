@@ -701,28 +701,15 @@ func (w *respWriter) get(name string) string {
 
 // has reports whether the answer has a field name (canonical).
 func (w *respWriter) has(name string) bool {
-	if _, ok := w.header[name]; ok {
-		return true
-	}
-	if w.list == nil {
-		return false
-	}
-	_, ok := w.list.Lookup(name)
-	return ok
+	_, ok := w.header[name]
+	return ok || w.list != nil && w.list.Has(name)
 }
 
 // hasValue reports whether the answer has a value for the field name
 // (canonical): a header key with no values (a handler's way to suppress
 // one) has none.
 func (w *respWriter) hasValue(name string) bool {
-	if len(w.header[name]) > 0 {
-		return true
-	}
-	if w.list == nil {
-		return false
-	}
-	_, ok := w.list.Lookup(name)
-	return ok
+	return len(w.header[name]) > 0 || w.list != nil && w.list.Has(name)
 }
 
 // forEach calls fn with each value of the answer's field name

@@ -81,6 +81,12 @@ func (l *List) Lookup(name string) (string, bool) {
 	return "", false
 }
 
+// Has reports whether l has a field named name (canonical).
+func (l *List) Has(name string) bool {
+	_, ok := l.Lookup(name)
+	return ok
+}
+
 // Count is how many fields are named name (canonical).
 func (l *List) Count(name string) int {
 	n := 0

@@ -33,6 +33,9 @@ func TestListKeepsTheOrder(t *testing.T) {
 	if _, ok := l.Lookup("x-a"); ok {
 		t.Error("Lookup matched a name that is not canonical")
 	}
+	if !l.Has("X-B") || l.Has("X-C") {
+		t.Errorf("Has X-B %v, X-C %v", l.Has("X-B"), l.Has("X-C"))
+	}
 	if l.Count("X-A") != 2 || l.Count("X-C") != 0 {
 		t.Errorf("Count X-A %d, X-C %d", l.Count("X-A"), l.Count("X-C"))
 	}

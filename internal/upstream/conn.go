@@ -753,7 +753,7 @@ func (cn *conn) readResponse(req *http.Request, o *outbound) (*http.Response, er
 			return nil, err
 		}
 		resp := &a.resp
-		if l := o.answer; l != nil && (resp.StatusCode < 200 || resp.StatusCode >= 400 || hasField(l, "Trailer")) {
+		if l := o.answer; l != nil && (resp.StatusCode < 200 || resp.StatusCode >= 400 || l.Has("Trailer")) {
 			// Not an answer for the list (see Limits.Answer): its Header
 			// as usual.
 			resp.Header = l.Header()
@@ -990,12 +990,6 @@ func (cn *conn) frame(a *answer, req *http.Request, o *outbound) error {
 		resp.Body = &untilCloseBody{exchangeBody{cn: cn}}
 	}
 	return nil
-}
-
-// hasField reports whether l has a field named name (canonical).
-func hasField(l *hfield.List, name string) bool {
-	_, ok := l.Lookup(name)
-	return ok
 }
 
 // noBodyFor reports whether an answer has no body whatever it declares.
