@@ -5,10 +5,12 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/sluicehq/sluice/admit"
 	"github.com/sluicehq/sluice/httpgate"
+	"github.com/sluicehq/sluice/internal/diskio"
 )
 
 // slot records whether a request holds a disk slot, so that a release
@@ -266,18 +268,43 @@ func seekTo(f fs.File, off int64) error {
 // readWhole reads an open file of the given size from its start. A file
 // that is now shorter or longer than its stat said is an error
 // (errChanged): its headers were already computed from the stat.
+//
+// It asks for one byte more than the stat said. A regular file answers a
+// read short only at its end, so a read that comes back short with
+// exactly size bytes in hand is the whole file, without a second read
+// that would only find the end (on FUSE or a network filesystem, a round
+// trip of its own). A reader that answers short before its end, with
+// exactly the stat's size read so far, would hide bytes added since:
+// the same as any server that reads what its stat said.
+//
+// An *os.File is read through diskio, which gives the scheduler's P to
+// another thread before each read: a read from a slow disk blocks for
+// milliseconds, and the runtime would otherwise notice only later.
 func readWhole(f fs.File, size int64) ([]byte, error) {
 	buf := make([]byte, size+1)
-	n, err := io.ReadFull(f, buf)
-	switch {
-	case int64(n) != size:
-		return nil, errChanged
-	case err == nil: // one byte more than the stat said
-		return nil, errChanged
-	case err != io.ErrUnexpectedEOF && err != io.EOF:
-		return nil, err
+	var r io.Reader = f
+	if of, ok := f.(*os.File); ok {
+		r = diskio.Reader{File: of}
 	}
-	return buf[:size:size], nil
+	n := 0
+	for {
+		want := len(buf) - n
+		m, err := r.Read(buf[n:])
+		n += m
+		switch {
+		case int64(n) > size: // more than the stat said
+			return nil, errChanged
+		case err == io.EOF || (err == nil && m == 0):
+			if int64(n) != size {
+				return nil, errChanged
+			}
+			return buf[:size:size], nil
+		case err != nil:
+			return nil, err
+		case m < want && int64(n) == size: // short: the end
+			return buf[:size:size], nil
+		}
+	}
 }
 
 func outcomeOf(err error) admit.Outcome {

@@ -89,6 +89,16 @@
 //	                                                 └─ body: ▶ slot ▶ read (≤ MaxCachedFileSize) ◀ release
 //	                                                          ▶ slot ▶ stream ... ◀ release at the end
 //
+// The read under the slot is made so that a slow disk stalls only the
+// request that waits for it: a file from os.Root is read through
+// internal/diskio, which answers from the page cache when it can and
+// otherwise hands the goroutine's P to another thread before the read
+// blocks. Without that, a 20 ms read on a server with one P stopped every
+// other request until the runtime's monitor noticed, which at 50 times
+// a slow disk's capacity halved what the disk served. A small file is
+// read in one call that asks for a byte more than its stat said: a short
+// answer is its end, so no second read goes to the disk to find it.
+//
 // Config.Scope = ScopeRequest moves the slot to the top of ServeHTTP, in
 // front of the cache: the request-scoped bug, kept so that its cliff can be
 // measured and its tests can tell the two apart.

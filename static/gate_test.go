@@ -266,7 +266,7 @@ func TestQueuedReadGetsReleasedSlot(t *testing.T) {
 	t.Cleanup(slow.stopWaiting)
 	slow.hold.Store(true)
 	first := s.async(t, "/a.txt")
-	slow.letOneRead(t) // a.txt holds the only slot, inside Read
+	eventually(t, "a.txt to hold the only slot, inside Read", func() bool { return slow.waiting.Load() == 1 })
 	second := s.async(t, "/b.txt")
 	eventually(t, "the second read to queue", func() bool { return s.h.Gate().Stats().Waiting == 1 })
 	slow.stopWaiting()
