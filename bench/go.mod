@@ -7,6 +7,7 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/maruel/panicparse/v2 v2.5.0
 	github.com/panjf2000/ants/v2 v2.12.1
