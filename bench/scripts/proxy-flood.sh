@@ -9,8 +9,9 @@
 # $PROBE_RATE`), whose success and p99 are what the flood costs it (a
 # probe request is refused when its arrivals bunch past the upstream
 # gate's 16 slots, or times out after 2 s; both are counted). On
-# sluice's engine (--engine fast) and on net/http (--engine net), in
-# interleaved rounds. ENGINES picks what runs: fast, net, and base (the
+# sluice's engine (--engine fast), on net/http (--engine net) and on nginx
+# (one worker, limit_conn 1 on /flood and 16 on /probe, status 503), in
+# interleaved rounds. ENGINES picks what runs: fast, net, nginx, and base (the
 # fast engine of another build: BASELINE names its sluice binary, for a
 # before/after comparison in the same rounds). PIPELINE=N makes each
 # flood connection pipeline N requests at a time (a wrk script) instead
@@ -25,7 +26,7 @@ DURATION=${DURATION:-6s}
 ROUNDS=${ROUNDS:-3}
 FLOOD_CONNS=${FLOOD_CONNS:-2000}
 PROBE_RATE=${PROBE_RATE:-400}
-ENGINES=${ENGINES:-"fast net"}
+ENGINES=${ENGINES:-"fast net nginx"}
 PIPELINE=${PIPELINE:-1}
 BACKEND_PORT=${BACKEND_PORT:-18433}
 BACKEND_PID=
@@ -47,6 +48,7 @@ need curl
 need taskset
 (cd "$REPO" && go build -o "$WORK/sluice" ./cmd/sluice)
 (cd "$REPO/bench" && go build -o "$WORK/backend" ./proxy/backend)
+case " $ENGINES " in *" nginx "*) need nginx ;; esac
 case " $ENGINES " in *" base "*)
 	[ -x "${BASELINE:-}" ] || { echo "ENGINES has base: BASELINE must name a sluice binary" >&2; exit 2; } ;;
 esac
@@ -66,15 +68,53 @@ cat >"$WORK/routes.json" <<'JSON'
 {"routes": [{"name": "flood", "path": "/flood", "max_inflight": 1}]}
 JSON
 
+# start_nginx: the same routes on nginx, one worker: limit_conn 1 on
+# /flood and 16 on /probe (limit_conn_status 503), a keep-alive pool to
+# the backend, nginx's default error log level (a refusal is logged).
+start_nginx() {
+	local dir=$WORK/nginx
+	mkdir -p "$dir/tmp"
+	cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log error;
+events { worker_connections 20000; }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp;
+    proxy_temp_path $dir/tmp;
+    limit_conn_zone \$server_name zone=flood:1m;
+    limit_conn_zone \$server_name zone=upstream:1m;
+    limit_conn_status 503;
+    upstream be { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
+    server {
+        listen 127.0.0.1:$PORT;
+        server_name bench;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        location /flood { limit_conn flood 1; proxy_pass http://be; }
+        location / { limit_conn upstream 16; proxy_pass http://be; }
+    }
+}
+CONF
+	taskset -c "$SERVER_CPUS" nginx -p "$dir" -c "$dir/nginx.conf" >"$WORK/server.log" 2>&1 &
+	SERVER_PID=$!
+}
+
 start_proxy() {
 	local bin=$WORK/sluice eng=$1
 	[ "$1" = base ] && bin=$BASELINE eng=fast
 	taskset -c "$WRK_CPUS" "$WORK/backend" -addr "127.0.0.1:$BACKEND_PORT" -slots 16 -hold 20ms &
 	BACKEND_PID=$!
-	GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$bin" proxy --upstream "http://127.0.0.1:$BACKEND_PORT" \
-		--addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" --max-inflight 16 --max-conns 15000 \
-		--config "$WORK/routes.json" --engine "$eng" --log-level warn >"$WORK/server.log" 2>&1 &
-	SERVER_PID=$!
+	if [ "$1" = nginx ]; then
+		start_nginx
+	else
+		GOMAXPROCS=1 taskset -c "$SERVER_CPUS" "$bin" proxy --upstream "http://127.0.0.1:$BACKEND_PORT" \
+			--addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" --max-inflight 16 --max-conns 15000 \
+			--config "$WORK/routes.json" --engine "$eng" --log-level warn >"$WORK/server.log" 2>&1 &
+		SERVER_PID=$!
+	fi
 	for _ in $(seq 1 100); do
 		if curl -fsS -o /dev/null "http://127.0.0.1:$PORT/probe" 2>/dev/null; then return 0; fi
 		if ! kill -0 "$SERVER_PID" 2>/dev/null; then
