@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -23,11 +24,26 @@ type simBackend struct {
 	service atomic.Int64 // time.Duration
 }
 
+// serve does one request's work at the backend's speed of the moment: a
+// request needs one service time of work at the current speed, done in
+// steps of at most simTick, so that one begun during a stall speeds up
+// when the stall ends instead of keeping the stall's service time to the
+// end (which left slow stragglers for up to a stall's service time after
+// the backend recovered, and let a window of them abort a recovery ramp
+// or not, depending on the order goroutines ran at one instant).
 func (b *simBackend) serve() {
 	b.slots <- struct{}{}
-	time.Sleep(time.Duration(b.service.Load()))
+	for left := 1.0; left > 1e-9; {
+		svc := float64(b.service.Load())
+		d := math.Min(float64(simTick), left*svc)
+		time.Sleep(time.Duration(d))
+		left -= d / svc
+	}
 	<-b.slots
 }
+
+// simTick is the longest step of a request's work in the simulation.
+const simTick = 10 * time.Millisecond
 
 // simResult is the gate capacity sampled every 50 ms.
 type simResult struct {
@@ -142,9 +158,12 @@ func simulate(t *testing.T, law Law, slo time.Duration, change int, total time.D
 	var r simResult
 	for ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
+		// one snapshot: the capacity and the ramp read apart could straddle
+		// a window's decision (a ramp seen started beside the limit before it)
+		st := a.State()
 		r.at = append(r.at, time.Since(start))
-		r.caps = append(r.caps, g.Capacity())
-		r.ramps = append(r.ramps, a.State().Ramp)
+		r.caps = append(r.caps, st.Limit)
+		r.ramps = append(r.ramps, st.Ramp)
 	}
 	wg.Wait()
 	return r
