@@ -43,8 +43,9 @@ REF=${REF:-nginx-aio}
 SERVICE=${SERVICE:-20ms}
 CHANNELS=${CHANNELS:-16}
 LIMIT=${LIMIT:-16}
-CAPACITY=$(awk -v c="$CHANNELS" -v s="${SERVICE%ms}" 'BEGIN {printf "%d", c * 1000 / s}')
-case $SERVICE in *ms) ;; *) echo "SERVICE must be in ms (e.g. 20ms)" >&2; exit 2 ;; esac
+case $SERVICE in [0-9]*ms) ;; *) echo "SERVICE must be a positive number of ms (e.g. 20ms)" >&2; exit 2 ;; esac
+CAPACITY=$(awk -v c="$CHANNELS" -v s="${SERVICE%ms}" 'BEGIN {printf "%d", (s > 0 ? c * 1000 / s : 0)}')
+[ "$CAPACITY" -gt 0 ] || { echo "CHANNELS and SERVICE must give a capacity above 0 reads/s" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "serve-cliff.sh mounts a FUSE disk: run it as root" >&2; exit 2; }
 need python3; need nginx
 case " $SERVERS " in *" sluice-base "*)

@@ -121,7 +121,7 @@ func run(src, mnt string, service time.Duration, channels int) error {
 	d := &disk{channels: make(chan struct{}, channels), service: service}
 	loop, err := fs.NewLoopbackRoot(src)
 	if err != nil {
-		return err
+		return fmt.Errorf("-src %s: %w", src, err)
 	}
 	root := &node{LoopbackNode: loop.(*fs.LoopbackNode), disk: d}
 	hour := time.Hour
@@ -136,7 +136,7 @@ func run(src, mnt string, service time.Duration, channels int) error {
 		},
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("mount on %s (root and /dev/fuse needed): %w", mnt, err)
 	}
 	fmt.Printf("slowdisk: %s on %s, %d channels x %s (%.0f reads/s)\n", src, mnt, channels, service,
 		float64(channels)/service.Seconds())
